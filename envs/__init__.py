@@ -1,0 +1,1 @@
+"""Pure JAX environments of this repository."""

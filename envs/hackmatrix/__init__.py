@@ -1,0 +1,1 @@
+"""HackMatrix as a pure JAX environment (gymnax API)."""

@@ -1,0 +1,210 @@
+"""One game step (game-rules §4, ``tryExecuteAction``) as an ordered checklist of sub-systems.
+
+    1. pre-action values for the reward (score, HP, credits, energy, BFS distance to exit)
+    2. the player's action: direction (shoot or move), siphon, or program
+    3. a failed action changes nothing (every sub-system below is gated by success)
+    4. exit reached -> stage completion (no enemy turn)
+    5. otherwise, a turn-ending action -> the enemy turn
+    6. death, siphon-death and the reward inputs
+
+Every sub-system runs for every lane under vmap and is kept only where it applies; the
+loops inside them (stage generation, enemy movement, spawns) are gated so that a batch in
+which no lane needs them runs no iterations.
+"""
+
+from flax import struct
+import jax
+import jax.numpy as jnp
+
+from . import bitboard as bb
+from . import enemies as enemy_turn
+from . import generation, history, programs, rewards
+from .constants import (BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, EMPTY, EXIT, GRID, N_CELLS,
+                        N_STAGES, RESET, WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
+from .entities import cell_index, first_in_order
+from .state import EnvState
+
+_MAX_RANGE = GRID  # a line of fire leaves the board within 6 cells
+
+
+@struct.dataclass
+class StepEvents:
+    """What happened in one step, beyond the state itself."""
+
+    success: jax.Array  # the action did not fail (R4)
+    shot: jax.Array  # a direction action that hit a target instead of moving
+    exit_reached: jax.Array  # stage completed (or game won) by this action
+    game_won: jax.Array
+    enemy_turn_ran: jax.Array  # a normal (not STEP-skipped) enemy turn ran
+    undo_exploit_completion: jax.Array  # stage completed on a board restored by UNDO (R9)
+    kills: jax.Array
+
+
+def _select(flag, new, old):
+    return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
+
+
+def exit_distance(state: EnvState) -> jax.Array:
+    """Swift ``findDistance`` from the player to ``exitPosition`` (no path counts 0, §8.5)."""
+    blocks = bb.from_bool(state.grid.content == BLOCK)
+    return rewards.exit_distance(blocks, cell_index(state.player.row, state.player.col),
+                                 cell_index(state.exit_row, state.exit_col))
+
+
+def direction_action(state: EnvState, direction):
+    """``tryAttackOrMove`` (game-rules §5). Returns (state, success, shot, exit_reached, kills,
+    siphon_collected); a failure leaves the state unchanged."""
+    p, e, t, g = state.player, state.enemies, state.transmissions, state.grid
+    drow, dcol = jnp.asarray(DIR_DROW)[direction], jnp.asarray(DIR_DCOL)[direction]
+    steps = jnp.arange(1, _MAX_RANGE + 1)
+    rows, cols = p.row + steps * drow, p.col + steps * dcol
+    inside = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
+    line_cells = jnp.where(inside, cell_index(rows, cols), 0)
+    t_here = t.active[:, None] & (t.row[:, None] == rows) & (t.col[:, None] == cols)  # [T, 6]
+    e_here = e.active[:, None] & (e.row[:, None] == rows) & (e.col[:, None] == cols)  # [E, 6]
+    block_here = inside & (g.content[line_cells] == BLOCK)
+    # §5.1: occupants are checked before the block, so a target standing on a block is hit.
+    occupied = jnp.any(t_here, axis=0) | jnp.any(e_here, axis=0)
+    stop = ~inside | occupied | block_here
+    first_stop = jnp.argmax(stop)
+    at_stop = steps == first_stop + 1
+    hit_transmission = jnp.any(at_stop & jnp.any(t_here, axis=0))
+    hit_enemy = ~hit_transmission & jnp.any(at_stop & jnp.any(e_here, axis=0))
+    _, t_target = first_in_order(jnp.any(t_here & at_stop, axis=1), t.seq)
+    _, e_target = first_in_order(jnp.any(e_here & at_stop, axis=1), e.seq)
+    t_target &= hit_transmission
+    e_target &= hit_enemy
+    # A transmission dies to one hit; an enemy loses attackDamage and is stunned if it survives.
+    new_hp = jnp.where(e_target, jnp.maximum(0, e.hp - p.attack), e.hp)
+    enemy_dies = e_target & (new_hp <= 0)
+    kills = (jnp.any(t_target & ~t.from_scheduled) | jnp.any(enemy_dies & ~e.from_scheduled))
+    enemies = e.replace(hp=new_hp, stunned=e.stunned | (e_target & (new_hp > 0)),
+                        active=e.active & ~enemy_dies)
+    transmissions = t.replace(active=t.active & ~t_target)
+    shot = hit_transmission | hit_enemy
+    # §5.3: otherwise step to the adjacent cell if it is on the board and not a block.
+    dest_row, dest_col = p.row + drow, p.col + dcol
+    dest_inside = (dest_row >= 0) & (dest_row < GRID) & (dest_col >= 0) & (dest_col < GRID)
+    dest = jnp.where(dest_inside, cell_index(dest_row, dest_col), 0)
+    moves = ~shot & dest_inside & (g.content[dest] != BLOCK)
+    dest_content = jnp.where(moves, g.content[dest], EMPTY)
+    collected = dest_content == DATA_SIPHON  # walking collects floor siphons, never resources
+    reaches_exit = dest_content == EXIT
+    content = jnp.where(collected & (jnp.arange(N_CELLS) == dest), EMPTY, g.content)
+    player = p.replace(row=jnp.where(moves, dest_row, p.row), col=jnp.where(moves, dest_col, p.col),
+                       data_siphons=p.data_siphons + collected)
+    new_state = state.replace(player=player, enemies=enemies, transmissions=transmissions,
+                              grid=g.replace(content=content))
+    return new_state, shot | moves, shot, reaches_exit, kills.astype(jnp.int32), collected
+
+
+def siphon_action(state: EnvState) -> EnvState:
+    """``performSiphon`` (game-rules §6): the whole cross, centre first, then U, D, L, R."""
+    p, g = state.player, state.grid
+    centre = cell_index(p.row, p.col)
+    cross_rows = p.row + jnp.array([0, 1, -1, 0, 0])
+    cross_cols = p.col + jnp.array([0, 0, 0, -1, 1])
+    program_rank = state.program_rank
+    score, pending = p.score, state.pending_siphon
+    credits, energy = p.credits, p.energy
+    siphoned, spawn, question = g.siphoned, g.spawn, g.question
+    cell_credits, cell_energy = g.credits, g.energy
+    for i in range(5):  # static: the order matters for program acquisition order
+        inside = ((cross_rows[i] >= 0) & (cross_rows[i] < GRID)
+                  & (cross_cols[i] >= 0) & (cross_cols[i] < GRID))
+        cell = jnp.where(inside, cell_index(cross_rows[i], cross_cols[i]), 0)
+        here = (jnp.arange(N_CELLS) == cell) & inside & ~siphoned
+        take = jnp.any(here)
+        is_block = take & (g.content[cell] == BLOCK)
+        program = g.program[cell]
+        score += jnp.where(is_block & (program < 0), g.points[cell], 0)
+        pending += jnp.where(is_block, spawn[cell], 0)
+        acquire = (is_block & (program >= 0)
+                   & (program_rank[jnp.maximum(program, 0)] < 0))
+        next_rank = jnp.max(program_rank) + 1
+        program_rank = jnp.where(acquire & (jnp.arange(program_rank.shape[0]) == program),
+                                 jnp.maximum(next_rank, 0), program_rank)
+        spawn = jnp.where(here & is_block, 0, spawn)
+        question = jnp.where(here & is_block, False, question)  # revealed
+        floor = take & ~is_block
+        credits += jnp.where(floor, cell_credits[cell], 0)
+        energy += jnp.where(floor, cell_energy[cell], 0)
+        cell_credits = jnp.where(here & floor, 0, cell_credits)
+        cell_energy = jnp.where(here & floor, 0, cell_energy)
+        siphoned = siphoned | here
+    grid = g.replace(siphoned=siphoned, spawn=spawn, question=question, credits=cell_credits,
+                     energy=cell_energy,
+                     siphon_center=g.siphon_center | (jnp.arange(N_CELLS) == centre))
+    player = p.replace(score=score, credits=credits, energy=energy,
+                       data_siphons=p.data_siphons - 1)
+    return state.replace(
+        grid=grid, player=player, program_rank=program_rank, pending_siphon=pending,
+        sched_interval=jnp.maximum(MIN_SCHEDULE_INTERVAL, state.sched_interval - 1),
+        next_sched_turn=state.next_sched_turn + SIPHON_SCHEDULE_DELAY)
+
+
+def complete_stage(state: EnvState, key, enabled, close_undo_exploit: bool):
+    """``completeStage`` (game-rules §10.1). Returns (state, won)."""
+    hp = state.player.hp
+    state = state.replace(player=state.player.replace(hp=jnp.where(enabled & (hp < 3), hp + 1, hp)))
+    won = enabled & (state.stage >= N_STAGES)
+    advance = enabled & (state.stage < N_STAGES)
+    stage = jnp.where(advance, state.stage + 1, state.stage)
+    state = state.replace(stage=stage,
+                          sched_interval=jnp.where(advance, 13 - stage, state.sched_interval))
+    state = generation.initialize_stage(state, key, advance)
+    if close_undo_exploit:  # decisions R9: no UNDO into an earlier stage's board
+        state = _select(advance, history.clear_history(state), state)
+    return state, won
+
+
+def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False):
+    """Swift ``tryExecuteAction`` followed by the reward inputs. Returns
+    (state, rewards.RewardInputs, StepEvents)."""
+    k_program, k_stage, k_enemy = jax.random.split(key, 3)
+    p = state.player
+    old_distance = exit_distance(state)
+    is_direction = action < 4
+    is_siphon = action == 4
+    program = jnp.clip(action - 5, 0, 22)
+    is_program = action >= 5
+
+    moved_state, dir_ok, shot, dir_exit, dir_kills, collected = direction_action(
+        state, jnp.clip(action, 0, 3))
+    dir_ok &= is_direction
+    siphon_ok = is_siphon & (p.data_siphons > 0)
+    program_ok = is_program & programs.can_execute(state)[program]
+    success = dir_ok | siphon_ok | program_ok
+    siphon_optimal, missed_credits, missed_energy = rewards.siphon_quality(state)
+
+    new = _select(dir_ok, moved_state, state)
+    new = _select(siphon_ok, siphon_action(state), new)
+    program_state, program_events = programs.apply_program(state, program, k_program)
+    new = _select(program_ok, program_state, new)
+
+    exit_reached = (dir_ok & dir_exit) | (program_ok & program_events.exit_reached)
+    undo_exploit = exit_reached & new.board_from_undo
+    new, won = complete_stage(new, k_stage, exit_reached, close_undo_exploit)
+    ends_turn = ((dir_ok & ~dir_exit) | siphon_ok | (program_ok & (program == WAIT)))
+    new, turn_ran = enemy_turn.run_enemy_turn(new, k_enemy, ends_turn)
+
+    np_ = new.player
+    died = np_.hp == 0
+    e = new.enemies
+    adjacent = (jnp.abs(e.row - np_.row) + jnp.abs(e.col - np_.col)) == 1
+    # §8.7: evaluated whenever runEnemyTurn was called (a STEP-skipped call included).
+    died_to_siphon = ends_turn & died & jnp.any(e.active & e.from_siphon & adjacent)
+    kills = jnp.where(dir_ok, dir_kills, 0) + jnp.where(program_ok, program_events.kills, 0)
+    inputs = rewards.RewardInputs(
+        old_score=p.score, old_hp=p.hp, old_credits=p.credits, old_energy=p.energy,
+        old_distance=old_distance, new_distance=exit_distance(new), success=success,
+        stage_advanced=exit_reached, game_won=won, player_died=died, total_kills=kills,
+        data_siphon_collected=dir_ok & collected, siphon_used=siphon_ok,
+        siphon_optimal=siphon_optimal, missed_credits=missed_credits, missed_energy=missed_energy,
+        reset_wasteful=program_ok & (program == RESET) & (p.hp == 2),
+        died_to_siphon_enemy=died_to_siphon, score=np_.score, hp=np_.hp, credits=np_.credits,
+        energy=np_.energy, stage=new.stage)
+    events = StepEvents(success=success, shot=dir_ok & shot, exit_reached=exit_reached,
+                        game_won=won, enemy_turn_ran=turn_ran,
+                        undo_exploit_completion=undo_exploit, kills=kills)
+    return new, inputs, events

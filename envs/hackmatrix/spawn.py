@@ -1,0 +1,122 @@
+"""Random transmission spawning (game-rules §3.6), shared by stage start, scheduled tasks and
+siphon spawns.
+
+Swift draws up to 100 random cells per pass. Decisions R2 allows the closed form used here: with
+``k`` valid cells out of 36, a pass succeeds with probability ``1 - (1 - k/36)^100`` and then
+lands on a uniformly chosen valid cell, which is exactly the distribution of "first valid of 100
+uniform draws".
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import bitboard as bb
+from .constants import BLOCK, GRID, N_CELLS, N_ENEMY_TYPES, SPAWN_TRIES
+from .entities import append_transmission, cell_index, enemy_cell_mask, transmission_cell_mask
+from .state import EnvState
+
+_CELLS = np.arange(N_CELLS, dtype=np.int32)
+_FLOAT_ONE_BITS = 0x3F800000
+
+
+# Each jax.random call inlines a threefry graph, which costs compile time in the env step; the
+# generators here draw raw bits once and derive every value from them with these two helpers.
+def unit_interval(bits: jax.Array) -> jax.Array:
+    """uint32 random bits -> float32 uniform on [0, 1) (23-bit resolution, as jax.random.uniform)."""
+    mantissa = (bits >> jnp.uint32(9)) | jnp.uint32(_FLOAT_ONE_BITS)
+    return jax.lax.bitcast_convert_type(mantissa, jnp.float32) - 1.0
+
+
+def uniform_below(bits: jax.Array, n) -> jax.Array:
+    """uint32 random bits -> int32 uniform on 0..n-1 (``n`` >= 1, bias below n / 2**32)."""
+    return (bits % jnp.asarray(n).astype(jnp.uint32)).astype(jnp.int32)
+
+
+def spawn_empty_mask(state: EnvState) -> jax.Array:
+    """bool[36]: Swift ``isPositionEmpty`` (game-rules §3.6): not the player's cell, no enemy
+    (any list member, whatever its hp), no transmission, content not a block. Exit, data siphon,
+    siphoned floor and resource cells all count as empty."""
+    player_cell = cell_index(state.player.row, state.player.col)
+    return ((jnp.asarray(_CELLS) != player_cell)
+            & ~enemy_cell_mask(state.enemies)
+            & ~transmission_cell_mask(state.transmissions)
+            & (state.grid.content != BLOCK))
+
+
+def line_of_fire_mask(state: EnvState) -> jax.Array:
+    """bool[36]: Swift ``isPositionInLineOfFire`` for every cell (game-rules §3.6).
+
+    Walking from the player toward a cell of its row or column, the target is checked first at
+    each step, then an enemy or a block on that cell ends the walk. So the first obstacle in each
+    direction is itself in line of fire and everything behind it is not. Transmissions do not
+    stop this line (unlike real shots, §5.1). The player's own cell is reported as False; it is
+    never spawn-empty, so the value there does not matter.
+    """
+    player_cell = cell_index(state.player.row, state.player.col)
+    obstacles = bb.from_bool(enemy_cell_mask(state.enemies) | (state.grid.content == BLOCK))
+    origin = bb.cell(player_cell)
+    ray = jnp.asarray(bb.EMPTY_BOARD)
+    for direction in range(4):
+        frontier = bb.shift(origin, direction)
+        for _ in range(GRID - 1):
+            ray = ray | frontier
+            frontier = bb.shift(frontier & ~obstacles, direction)
+    return bb.to_bool(ray)
+
+
+def _pass_success_probability(valid_count: jax.Array) -> jax.Array:
+    """Chance that one of 100 uniform cell draws hits one of ``valid_count`` valid cells."""
+    miss = 1.0 - valid_count.astype(jnp.float32) / N_CELLS
+    return 1.0 - miss ** SPAWN_TRIES
+
+
+def spawn_transmissions(state: EnvState, key: jax.Array, count, *, from_scheduled=False,
+                        from_siphon=False) -> EnvState:
+    """Swift ``spawnRandomTransmissions(count)`` (game-rules §3.6).
+
+    For each of ``count`` transmissions in turn: pass 1 looks for a spawn-empty cell out of the
+    player's line of fire, pass 2 (only if pass 1 failed) for any spawn-empty cell; a found cell
+    gets a transmission with timer 1, a uniform enemy type and the given provenance flags,
+    appended in list order (a full slot array counts overflow). If both passes fail it is
+    dropped and no type is drawn. Cells taken earlier in the same call count as occupied.
+    ``count`` may be traced; the loop runs zero iterations when it is 0.
+    """
+    count = jnp.asarray(count, jnp.int32)
+    # Neither the player, the enemies nor the blocks change during the call, and transmissions
+    # do not stop the line of fire, so both candidate sets are fixed up front; only the cells
+    # taken by this call's own spawns are removed as it goes.
+    spawn_empty = spawn_empty_mask(state)
+    out_of_line = spawn_empty & ~line_of_fire_mask(state)
+
+    def cond(carry):
+        index = carry[0]
+        return index < count
+
+    def body(carry):
+        index, transmissions, next_seq, overflow, taken = carry
+        bits = jax.random.bits(jax.random.fold_in(key, index), (4,), jnp.uint32)
+        valid1 = out_of_line & ~taken
+        valid2 = spawn_empty & ~taken
+        count1 = jnp.sum(valid1, dtype=jnp.int32)
+        count2 = jnp.sum(valid2, dtype=jnp.int32)
+        use_pass1 = unit_interval(bits[0]) < _pass_success_probability(count1)
+        use_pass2 = ~use_pass1 & (unit_interval(bits[1]) < _pass_success_probability(count2))
+        found = use_pass1 | use_pass2
+        candidates = jnp.where(use_pass1, valid1, valid2)
+        n_candidates = jnp.where(use_pass1, count1, count2)
+        pick = uniform_below(bits[2], jnp.maximum(n_candidates, 1))
+        chosen = candidates & (jnp.cumsum(candidates) == pick + 1)  # the pick-th candidate
+        cell = jnp.argmax(chosen).astype(jnp.int32)
+        kind = uniform_below(bits[3], N_ENEMY_TYPES)
+        spawned = append_transmission(
+            state.replace(transmissions=transmissions, next_seq=next_seq, overflow=overflow),
+            found, cell // GRID, cell % GRID, kind, turns=1, from_scheduled=from_scheduled,
+            from_siphon=from_siphon)
+        return (index + 1, spawned.transmissions, spawned.next_seq, spawned.overflow,
+                taken | (chosen & found))
+
+    init = (jnp.int32(0), state.transmissions, state.next_seq, state.overflow,
+            jnp.zeros(N_CELLS, jnp.bool_))
+    _, transmissions, next_seq, overflow, _ = jax.lax.while_loop(cond, body, init)
+    return state.replace(transmissions=transmissions, next_seq=next_seq, overflow=overflow)

@@ -1,0 +1,160 @@
+"""Plain-text rendering; visibility follows programs-rewards-observation §9.1."""
+
+import jax
+import jax.numpy as jnp
+import pytest
+
+from envs.hackmatrix.render import cell_view, header_view, render_text
+from envs.hackmatrix.scenario import set_state
+
+
+def with_question_block(state, row, col):
+    return state.replace(grid=state.grid.replace(question=state.grid.question.at[row * 6 + col].set(True)))
+
+
+def board(show=False):
+    """Player (0,0); a cryptog at (3,4) last seen at (2,4); a stunned virus stacked on a daemon
+    at (4,1); a glitch transmission 2 turns out at (3,0); a question block hiding PUSH with 3
+    credits under it at (1,2); a siphoned data block at (2,2); energy at (0,3); a data siphon at
+    (0,5)."""
+    state = set_state({
+        "player": {"row": 0, "col": 0, "hp": 2, "credits": 4, "energy": 1, "dataSiphons": 1,
+                   "score": 7, "attackDamage": 2},
+        "stage": 3, "turn": 5, "showActivated": show, "ownedPrograms": [14, 5],
+        "enemies": [{"type": "cryptog", "row": 3, "col": 4, "hp": 2},
+                    {"type": "virus", "row": 4, "col": 1, "hp": 1, "stunned": True},
+                    {"type": "daemon", "row": 4, "col": 1, "hp": 3}],
+        "transmissions": [{"row": 3, "col": 0, "turnsRemaining": 2, "enemyType": "glitch"}],
+        "blocks": [{"row": 1, "col": 2, "type": "program", "programType": "push"},
+                   {"row": 2, "col": 2, "type": "data", "points": 3, "siphoned": True}],
+        "resources": [{"row": 1, "col": 2, "credits": 3}, {"row": 0, "col": 3, "energy": 2},
+                      {"row": 0, "col": 5, "dataSiphon": True}],
+    })
+    # The cryptog moved off the cell where it was last seen (game-rules §7.6).
+    enemies = state.enemies.replace(last_row=state.enemies.last_row.at[0].set(2),
+                                    last_col=state.enemies.last_col.at[0].set(4))
+    return with_question_block(state.replace(enemies=enemies), 1, 2)
+
+
+HEADER = (
+    "stage 3  turn 5  hp 2  credits 4  energy 1  siphons 1  score 7  attack 2\n"
+    "show {show}  calm no  step no  atk+ uses 0  pending siphon spawns 0  "
+    "scheduled every 12 next at turn 12  undo history 0\n"
+    "programs: undo push\n"
+)
+
+
+def test_golden_agent_view():
+    """reveal=False shows what the agent sees: the hidden cryptog is absent and hinted at its
+    last-known cell (C?), the question block is '#?' with its credits hidden, the transmission
+    shows only its countdown; stacked enemies are listed in list order."""
+    expected = HEADER.format(show="no") + (
+        "  0      1      2      3      4      5\n"
+        "5 .      .      .      .      .      X\n"
+        "4 .      V1!+D3 .      .      .      .\n"
+        "3 t2     .      .      .      .      .\n"
+        "2 .      .      #3/3*  .      C?     .\n"
+        "1 .      .      #?     .      .      .\n"
+        "0 @      .      .      e2     .      S"
+    )
+    assert render_text(board()) == expected
+
+
+def test_golden_reveal():
+    """reveal=True adds the hidden parts in parentheses: the cryptog, the question block's
+    content and its credits, the transmission's enemy type."""
+    expected = HEADER.format(show="no") + (
+        "  0              1              2              3              4              5\n"
+        "5 .              .              .              .              .              X\n"
+        "4 .              V1!+D3         .              .              .              .\n"
+        "3 t2(G)          .              .              .              (C2)           .\n"
+        "2 .              .              #3/3*          .              C?             .\n"
+        "1 .              .              #?(push/2)(c3) .              .              .\n"
+        "0 @              .              .              e2             .              S"
+    )
+    assert render_text(board(), reveal=True) == expected
+
+
+def test_golden_show_activated():
+    """§9.1: with SHOW the cryptog is reported (so no hint) and transmissions show their type;
+    question contents stay hidden."""
+    expected = HEADER.format(show="yes") + (
+        "  0      1      2      3      4      5\n"
+        "5 .      .      .      .      .      X\n"
+        "4 .      V1!+D3 .      .      .      .\n"
+        "3 t2G    .      .      .      C2     .\n"
+        "2 .      .      #3/3*  .      .      .\n"
+        "1 .      .      #?     .      .      .\n"
+        "0 @      .      .      e2     .      S"
+    )
+    assert render_text(board(show=True)) == expected
+
+
+def test_golden_player_on_exit_with_siphon_centre():
+    """Parts of one cell are concatenated in legend order: player, exit, siphoned, centre."""
+    state = set_state({"player": {"row": 5, "col": 5},
+                       "blocks": [{"row": 5, "col": 5, "type": "none", "siphoned": True}],
+                       "transmissions": [{"row": 0, "col": 0, "turnsRemaining": 0,
+                                          "enemyType": "virus"}]})
+    state = state.replace(grid=state.grid.replace(siphon_center=state.grid.siphon_center.at[35].set(True)))
+    expected = (
+        "stage 1  turn 0  hp 3  credits 0  energy 0  siphons 0  score 0  attack 1\n"
+        "show no  calm no  step no  atk+ uses 0  pending siphon spawns 0  "
+        "scheduled every 12 next at turn 12  undo history 0\n"
+        "programs: -\n"
+        "  0    1    2    3    4    5\n"
+        "5 .    .    .    .    .    @X*^\n"
+        "4 .    .    .    .    .    .\n"
+        "3 .    .    .    .    .    .\n"
+        "2 .    .    .    .    .    .\n"
+        "1 .    .    .    .    .    .\n"
+        "0 t0   .    .    .    .    ."
+    )
+    assert render_text(state) == expected
+
+
+def test_cell_view_enemies_behind_a_hidden_cryptog_and_dead_enemies():
+    """§9.1 / errata O5: a cell whose first live enemy is a hidden cryptog reports nothing, not
+    even a visible enemy behind it; enemies with hp <= 0 are never reported."""
+    state = set_state({"player": {"row": 0, "col": 0}, "enemies": [
+        {"type": "virus", "row": 3, "col": 3, "hp": 0},
+        {"type": "cryptog", "row": 3, "col": 3, "hp": 2},
+        {"type": "glitch", "row": 3, "col": 3, "hp": 1}]})
+    assert cell_view(state, 3, 3)["enemies"] == []
+    revealed = cell_view(state, 3, 3, reveal=True)["enemies"]
+    assert [(e["type"], e["hp"], e["hidden"]) for e in revealed] == [
+        ("virus", 0, True), ("cryptog", 2, True), ("glitch", 1, True)]
+    # The cryptog's hint is at its last-known position, its own cell here.
+    assert cell_view(state, 3, 3)["cryptog_hint"]
+
+
+def test_cell_view_cryptog_in_player_line_is_visible():
+    """§9.1: a cryptog sharing the player's row or column is reported, with no hint."""
+    state = set_state({"player": {"row": 3, "col": 0}, "enemies": [
+        {"type": "cryptog", "row": 3, "col": 4, "hp": 2}, {"type": "daemon", "row": 3, "col": 4, "hp": 1}]})
+    view = cell_view(state, 3, 4)
+    assert [(e["type"], e["hidden"]) for e in view["enemies"]] == [("cryptog", False), ("daemon", False)]
+    assert not view["cryptog_hint"]
+
+
+def test_cell_view_resources_visible_on_siphoned_block():
+    """§9.1: resources under a block are shown once the cell is siphoned, hidden before."""
+    state = set_state({"player": {"row": 0, "col": 0},
+                       "blocks": [{"row": 2, "col": 2, "type": "data", "siphoned": True},
+                                  {"row": 2, "col": 3, "type": "data"}],
+                       "resources": [{"row": 2, "col": 2, "energy": 2}, {"row": 2, "col": 3, "credits": 1}]})
+    assert cell_view(state, 2, 2)["resources"] == {"credits": 0, "energy": 2, "hidden": False}
+    assert cell_view(state, 2, 3)["resources"] is None
+    assert cell_view(state, 2, 3, reveal=True)["resources"] == {"credits": 1, "energy": 0, "hidden": True}
+
+
+def test_header_view_lists_programs_in_acquisition_order():
+    """§9.1 ownedPrograms: acquisition order (here ATK+, then PUSH)."""
+    state = set_state({"player": {"row": 0, "col": 0}, "ownedPrograms": [26, 5]})
+    assert header_view(state)["programs"] == ["atk+", "push"]
+
+
+def test_batched_state_is_refused():
+    batched = jax.tree.map(lambda x: jnp.stack([x, x]), set_state({"player": {"row": 0, "col": 0}}))
+    with pytest.raises(ValueError, match="single state"):
+        render_text(batched)
