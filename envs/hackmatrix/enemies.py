@@ -202,31 +202,32 @@ def run_enemy_turn(state: EnvState, key, enabled) -> tuple[EnvState, jax.Array]:
     True for a normal (not STEP-skipped) turn."""
     skipped = enabled & state.step_active  # §7.1: STEP skips the whole turn
     ran = enabled & ~state.step_active
-    k_steps, k_sched, k_siphon = jax.random.split(key, 3)
+    k_steps, k_spawn = jax.random.split(key)
 
     # Computed for every lane, kept only where ``ran``; the loops inside are gated by ``ran``.
     s = hatch_transmissions(state.replace(turn=state.turn + 1))
     two_steps = jnp.any(s.enemies.active & (s.enemies.kind == VIRUS))
     first_b = _pass_b_first_moves(s, s.grid.content == BLOCK)
-    attacked = jnp.zeros_like(s.enemies.active)
-    k0, k1 = jax.random.split(k_steps)
-    s, attacked = _enemy_step(s, k0, 0, attacked, first_b, ran)
-    s, attacked = _enemy_step(s, k1, 1, attacked, first_b, ran & two_steps)
-    # §9 scheduled task: suppressed (without advancing) under CALM.
+
+    def enemy_step(step_index, carry):  # one loop body for both steps: compiled once
+        s, attacked = carry
+        acting = ran & ((step_index == 0) | two_steps)
+        return _enemy_step(s, jax.random.fold_in(k_steps, step_index), step_index, attacked,
+                           first_b, acting)
+
+    s, _ = jax.lax.fori_loop(0, 2, enemy_step, (s, jnp.zeros_like(s.enemies.active)))
+    # §9 scheduled task (suppressed, without advancing, under CALM), then §7.2 step 6: the
+    # siphon's owed transmissions, in one spawn loop.
     due = ran & ~s.calm & (s.turn >= s.next_sched_turn)
-    s = spawn.spawn_transmissions(s, k_sched, due.astype(jnp.int32), from_scheduled=True,
-                                  from_siphon=False)
-    s = s.replace(next_sched_turn=jnp.where(due, s.turn + s.sched_interval, s.next_sched_turn))
-    # §7.2 step 6: the siphon's owed transmissions.
     owed = jnp.where(ran, s.pending_siphon, 0)
-    s = spawn.spawn_transmissions(s, k_siphon, owed, from_scheduled=False, from_siphon=True)
-    s = s.replace(pending_siphon=jnp.where(ran, 0, s.pending_siphon))
+    s = spawn.spawn_turn_end_transmissions(s, k_spawn, due.astype(jnp.int32), owed)
+    s = s.replace(next_sched_turn=jnp.where(due, s.turn + s.sched_interval, s.next_sched_turn),
+                  pending_siphon=jnp.where(ran, 0, s.pending_siphon))
     # §7.2 step 7: disable counters tick, stuns clear.
     e = s.enemies
     s = s.replace(enemies=e.replace(
         disabled=jnp.where(ran & (e.disabled > 0), e.disabled - 1, e.disabled),
         stunned=jnp.where(ran, False, e.stunned)))
-    s = history.push_snapshot(s, ran)  # §11: only at the end of a normal enemy turn
     out = _select(ran, s, state)
     out = out.replace(step_active=jnp.where(skipped, False, out.step_active))
-    return out, ran
+    return history.push_snapshot(out, ran), ran  # §11: only at the end of a normal enemy turn

@@ -11,6 +11,7 @@ from gymnax.environments import environment, spaces
 from . import generation, observation, rewards
 from .constants import N_ACTIONS
 from .game import step_game
+from .sparse import sparse_update
 from .state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState
 
 SHAPING_MODES = ("swift", "potential")
@@ -51,6 +52,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.max_enemies = max_enemies
         self.max_transmissions = max_transmissions
         self.history_size = history_size
+        self._sparse_reset = sparse_update(self._reset_observed)
 
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.max_enemies,
@@ -74,10 +76,17 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def num_actions(self) -> int:
         return N_ACTIONS
 
-    def new_game(self, key, enabled=True) -> EnvState:
-        return generation.new_game(key, enabled=enabled, max_enemies=self.max_enemies,
+    def new_game(self, key) -> EnvState:
+        return generation.new_game(key, max_enemies=self.max_enemies,
                                    max_transmissions=self.max_transmissions,
                                    history_size=self.history_size)
+
+    def _reset_observed(self, carry, key):
+        state = self.new_game(key)
+        # A new game's history is empty (size 0): the snapshot slots are never read, so the
+        # old arrays are kept instead of being gathered, cleared and scattered.
+        return state.replace(history=state.history.replace(snapshots=None)), \
+            observation.build_observation(state)
 
     def reset_env(self, key, params: EnvParams):
         state = self.new_game(key)
@@ -118,10 +127,11 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         obs_st, state_st, reward, terminated, info = self.step_env(key_step, state, action, params)
         truncated = ~terminated & self.is_truncated(state_st, params)
         done = terminated | truncated
-        state_re = self.new_game(key_reset, enabled=done)
-        state_next = jax.tree.map(lambda r, s: jnp.where(done, r, s), state_re, state_st)
-        obs = jax.tree.map(lambda r, s: jnp.where(done, r, s),
-                           observation.build_observation(state_re), obs_st)
+        # Under vmap only the lanes whose episode ended build a new game (sparse_update).
+        snapshots = state_st.history.snapshots
+        carry = (state_st.replace(history=state_st.history.replace(snapshots=None)), obs_st)
+        state_next, obs = self._sparse_reset(done, carry, key_reset)
+        state_next = state_next.replace(history=state_next.history.replace(snapshots=snapshots))
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": obs_st}
         return obs, state_next, reward, terminated, truncated, info

@@ -22,6 +22,7 @@ from . import generation, history, programs, rewards
 from .constants import (BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, EMPTY, EXIT, GRID, N_CELLS,
                         N_STAGES, RESET, WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
 from .entities import cell_index, first_in_order
+from .sparse import sparse_update
 from .state import EnvState
 
 _MAX_RANGE = GRID  # a line of fire leaves the board within 6 cells
@@ -154,8 +155,25 @@ def complete_stage(state: EnvState, key, enabled, close_undo_exploit: bool):
                           sched_interval=jnp.where(advance, 13 - stage, state.sched_interval))
     state = generation.initialize_stage(state, key, advance)
     if close_undo_exploit:  # decisions R9: no UNDO into an earlier stage's board
-        state = _select(advance, history.clear_history(state), state)
+        state = history.clear_history(state, advance)
     return state, won
+
+
+def _siphon_with_quality(carry):
+    state, _ = carry
+    return siphon_action(state), rewards.siphon_quality(state)  # quality on the untouched board
+
+
+def _program_with_events(carry, snapshots, program, key):
+    state, _ = carry
+    state = state.replace(history=state.history.replace(snapshots=snapshots))
+    state, events = programs.apply_program(state, program, key)
+    return state.replace(history=state.history.replace(snapshots=None)), events
+
+
+# Siphons and programs are a small share of actions: under vmap only their lanes compute them.
+_sparse_siphon = sparse_update(_siphon_with_quality)
+_sparse_program = sparse_update(_program_with_events)
 
 
 def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False):
@@ -175,12 +193,22 @@ def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False)
     siphon_ok = is_siphon & (p.data_siphons > 0)
     program_ok = is_program & programs.can_execute(state)[program]
     success = dir_ok | siphon_ok | program_ok
-    siphon_optimal, missed_credits, missed_energy = rewards.siphon_quality(state)
 
+    # At most one of the three applies; each leaves the state alone where it does not.
+    # The sparse carries leave out what the work does not write (the history ring, and for
+    # programs its snapshots, which UNDO only reads): less to gather, scatter and compile.
     new = _select(dir_ok, moved_state, state)
-    new = _select(siphon_ok, siphon_action(state), new)
-    program_state, program_events = programs.apply_program(state, program, k_program)
-    new = _select(program_ok, program_state, new)
+    no_quality = (jnp.bool_(True), jnp.int32(0), jnp.int32(0))
+    new_wo_history, (siphon_optimal, missed_credits, missed_energy) = _sparse_siphon(
+        siphon_ok, (new.replace(history=None), no_quality))
+    new = new_wo_history.replace(history=new.history)
+    no_events = programs.ProgramEvents(kills=jnp.int32(0), exit_reached=jnp.bool_(False),
+                                       ends_turn=jnp.bool_(False))
+    snapshots = new.history.snapshots
+    new, program_events = _sparse_program(
+        program_ok, (new.replace(history=new.history.replace(snapshots=None)), no_events),
+        snapshots, program, k_program)
+    new = new.replace(history=new.history.replace(snapshots=snapshots))
 
     exit_reached = (dir_ok & dir_exit) | (program_ok & program_events.exit_reached)
     undo_exploit = exit_reached & new.board_from_undo

@@ -21,6 +21,7 @@ from .constants import (BASE_SCHEDULE_INTERVAL, BLOCK, BONUS_CREDITS, BONUS_ENER
                         CORNER_CELLS, DATA_SIPHON, EMPTY, EXIT, GRID, IS_CORNER, LAYOUT_ATTEMPTS,
                         MAX_BLOCKS, MIN_BLOCKS, N_CELLS, N_PROGRAMS, PROGRAM_SPAWN_COST)
 from .entities import cell_index, enemy_cell_mask, transmission_cell_mask
+from .sparse import sparse_update
 from .spawn import spawn_transmissions, uniform_below, unit_interval
 from .state import (HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, Grid, blank_state)
 
@@ -76,12 +77,11 @@ def _random_layout(key: jax.Array, allowed: jax.Array, block_count: jax.Array) -
     return bb.from_bool(allowed & (sort_key <= threshold))
 
 
-def _place_block_layout(key, allowed, block_count, exit_cell, enabled):
+def _place_block_layout(key, allowed, block_count, exit_cell):
     """placeBlocksWithValidation's attempt loop (game-rules §3.4, decisions R2): up to 100
     whole-layout attempts, the first valid one wins; an empty board if none is valid, or if
-    fewer allowed cells than ``block_count`` exist (where Swift would loop forever), or when
-    not ``enabled`` (then no attempt runs at all)."""
-    feasible = enabled & (jnp.sum(allowed, dtype=jnp.int32) >= block_count)
+    fewer allowed cells than ``block_count`` exist (where Swift would loop forever)."""
+    feasible = jnp.sum(allowed, dtype=jnp.int32) >= block_count
 
     def cond(carry):
         attempt, valid, _ = carry
@@ -139,14 +139,12 @@ def _pick_exit(bits: jax.Array, player_cell: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(chosen, corners, 0))
 
 
-def initialize_stage(state: EnvState, key: jax.Array, enabled) -> EnvState:
-    """Swift ``initializeStage`` (game-rules §3.3 steps 1-8) in lanes where ``enabled``; other
-    lanes are returned unchanged and run no generation loop.
+def _generate_stage(state: EnvState, key: jax.Array) -> EnvState:
+    """Swift ``initializeStage`` (game-rules §3.3 steps 1-8).
 
     The caller sets ``stage`` and ``sched_interval`` beforehand. Enemies and transmissions are
     kept; stage-start transmissions (count = stage) are appended after the new grid exists.
     """
-    enabled = jnp.asarray(enabled, jnp.bool_)
     k_draws, k_layout, k_spawn = jax.random.split(key, 3)
     # One bits draw for everything outside the two loops: rows 0-3 block contents, 4-5
     # resources, row 6 holds the exit pick (word 0) and the block count (word 1).
@@ -163,7 +161,7 @@ def initialize_stage(state: EnvState, key: jax.Array, enabled) -> EnvState:
     allowed = (~jnp.asarray(IS_CORNER) & ~enemy_cell_mask(state.enemies)
                & ~transmission_cell_mask(state.transmissions))
     block_count = MIN_BLOCKS + uniform_below(bits[6, 1], MAX_BLOCKS - MIN_BLOCKS + 1)
-    is_block = _place_block_layout(k_layout, allowed, block_count, exit_cell, enabled)
+    is_block = _place_block_layout(k_layout, allowed, block_count, exit_cell)
     points, program, spawn, question = _block_contents(bits[0:4], is_block)
     content = jnp.where(is_block, BLOCK,
                         jnp.where(is_exit, EXIT, jnp.where(is_siphon, DATA_SIPHON, EMPTY)))
@@ -176,31 +174,41 @@ def initialize_stage(state: EnvState, key: jax.Array, enabled) -> EnvState:
     grid = Grid(content=content, points=points, program=program, spawn=spawn, question=question,
                 credits=credits, energy=energy, siphoned=no_marks, siphon_center=no_marks)
 
-    keep = lambda new, old: jnp.where(enabled, new, old)  # noqa: E731
+    false = jnp.bool_(False)
     state = state.replace(
-        grid=jax.tree.map(keep, grid, state.grid),
+        grid=grid,
         # Step 1.
-        turn=keep(0, state.turn),
-        next_sched_turn=keep(state.sched_interval, state.next_sched_turn),
-        show=keep(False, state.show),
-        calm=keep(False, state.calm),
-        step_active=keep(False, state.step_active),
-        atk_uses=keep(0, state.atk_uses),
-        board_from_undo=keep(False, state.board_from_undo),
-        exit_row=keep(exit_cell // GRID, state.exit_row),
-        exit_col=keep(exit_cell % GRID, state.exit_col),
+        turn=jnp.int32(0), next_sched_turn=state.sched_interval, show=false, calm=false,
+        step_active=false, atk_uses=jnp.int32(0), board_from_undo=false,
+        exit_row=exit_cell // GRID, exit_col=exit_cell % GRID,
     )
-    # Step 8: `stage` new transmissions, no provenance flags (none in disabled lanes).
-    return spawn_transmissions(state, k_spawn, jnp.where(enabled, state.stage, 0))
+    # Step 8: `stage` new transmissions, no provenance flags.
+    return spawn_transmissions(state, k_spawn, state.stage)
 
 
-def new_game(key: jax.Array, *, enabled=True, max_enemies: int = MAX_ENEMIES,
+_initialize_stage_sparse = sparse_update(_generate_stage)
+
+
+def initialize_stage(state: EnvState, key: jax.Array, enabled) -> EnvState:
+    """Swift ``initializeStage`` (game-rules §3.3 steps 1-8) in lanes where ``enabled``; other
+    lanes are returned unchanged. Under vmap only the enabled lanes are generated
+    (``sparse.sparse_update``), so a batch pays for the stages it actually starts.
+
+    The caller sets ``stage`` and ``sched_interval`` beforehand. Enemies and transmissions are
+    kept; stage-start transmissions (count = stage) are appended after the new grid exists.
+    """
+    # The history is neither read nor written: keeping it out of the sparse carry saves its
+    # gather/scatter (compile time and memory traffic).
+    out = _initialize_stage_sparse(jnp.asarray(enabled, jnp.bool_), state.replace(history=None), key)
+    return out.replace(history=state.history)
+
+
+def new_game(key: jax.Array, *, max_enemies: int = MAX_ENEMIES,
              max_transmissions: int = MAX_TRANSMISSIONS,
              history_size: int = HISTORY_SIZE) -> EnvState:
     """Swift ``GameState.init`` (game-rules §3.1, §13.1): fresh state, player on a uniform
     corner, one starting bonus uniform over credits 10 / energy 11 / data siphons 1, then stage
-    1 generated with scheduled-task interval 12. Where ``enabled`` is False (auto-reset lanes
-    whose episode goes on) the generation loops run no iterations and the result is unused."""
+    1 generated with scheduled-task interval 12."""
     k_draws, k_stage = jax.random.split(key)
     bits = jax.random.bits(k_draws, (2,), jnp.uint32)
     state = blank_state(max_enemies, max_transmissions, history_size)
@@ -217,4 +225,4 @@ def new_game(key: jax.Array, *, enabled=True, max_enemies: int = MAX_ENEMIES,
     # constant-folds the first spawn's free-slot search over the whole vmapped batch, which
     # costs seconds of compile time and nothing at run time.
     state = state.replace(transmissions=jax.lax.optimization_barrier(state.transmissions))
-    return initialize_stage(state, k_stage, enabled)
+    return _generate_stage(state, k_stage)

@@ -73,6 +73,19 @@ def _pass_success_probability(valid_count: jax.Array) -> jax.Array:
 
 def spawn_transmissions(state: EnvState, key: jax.Array, count, *, from_scheduled=False,
                         from_siphon=False) -> EnvState:
+    return _spawn(state, key, count, lambda index: (from_scheduled, from_siphon))
+
+
+def spawn_turn_end_transmissions(state: EnvState, key: jax.Array, n_scheduled,
+                                 n_siphon) -> EnvState:
+    """§7.2 steps 5-6 in one loop: first the scheduled task's transmissions (from_scheduled),
+    then the siphon's owed ones (from_siphon), exactly as two consecutive calls would."""
+    n_scheduled = jnp.asarray(n_scheduled, jnp.int32)
+    return _spawn(state, key, n_scheduled + n_siphon,
+                  lambda index: (index < n_scheduled, index >= n_scheduled))
+
+
+def _spawn(state: EnvState, key: jax.Array, count, flags_of) -> EnvState:
     """Swift ``spawnRandomTransmissions(count)`` (game-rules §3.6).
 
     For each of ``count`` transmissions in turn: pass 1 looks for a spawn-empty cell out of the
@@ -109,6 +122,7 @@ def spawn_transmissions(state: EnvState, key: jax.Array, count, *, from_schedule
         chosen = candidates & (jnp.cumsum(candidates) == pick + 1)  # the pick-th candidate
         cell = jnp.argmax(chosen).astype(jnp.int32)
         kind = uniform_below(bits[3], N_ENEMY_TYPES)
+        from_scheduled, from_siphon = flags_of(index)
         spawned = append_transmission(
             state.replace(transmissions=transmissions, next_seq=next_seq, overflow=overflow),
             found, cell // GRID, cell % GRID, kind, turns=1, from_scheduled=from_scheduled,

@@ -1,0 +1,151 @@
+"""Swift's JSON views of a game: the raw observation (programs-rewards-observation §9.1), the
+step ``info`` (§10.3, §8.10) and ``getInternalState`` (§10.3).
+
+Host-side Python over one unbatched state (jax or numpy leaves, fetched once with
+``host_state``). The headless server and the in-process parity engine both build their replies
+here, so the two are compared on exactly the same JSON shape.
+"""
+
+import jax
+import numpy as np
+
+from .constants import BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, PROGRAM_ACTION_OFFSET, \
+    PROGRAM_NAMES
+from .rewards import SWIFT_KEYS
+
+
+def host_state(state):
+    """The state's leaves as numpy, without the UNDO history (no JSON view reads it)."""
+    s = jax.device_get(state.replace(history=None))
+    if np.ndim(s.grid.content) != 1:
+        raise ValueError("the JSON views take a single state, not a batch")
+    return s
+
+
+def _in_list_order(active, seq) -> list:
+    slots = np.flatnonzero(np.asarray(active))
+    return [int(i) for i in slots[np.argsort(np.asarray(seq)[slots], kind="stable")]]
+
+
+def _owned_programs(program_rank) -> list:
+    rank = np.asarray(program_rank)
+    owned = np.flatnonzero(rank >= 0)
+    return [int(i) + PROGRAM_ACTION_OFFSET for i in owned[np.argsort(rank[owned], kind="stable")]]
+
+
+def _block_json(g, cell: int) -> dict:
+    """§9.1 'block': a question block reports its content only when its cell is siphoned."""
+    question, siphoned = bool(g.question[cell]), bool(g.siphoned[cell])
+    program = int(g.program[cell])
+    block_type = "question" if question else ("program" if program >= 0 else "data")
+    block = {"blockType": block_type, "isSiphoned": siphoned}
+    if not question or siphoned:
+        if program >= 0:
+            block.update(points=0, programType=PROGRAM_NAMES[program],
+                         programActionIndex=program + PROGRAM_ACTION_OFFSET)
+        else:
+            block["points"] = int(g.points[cell])
+        block["transmissionSpawnCount"] = int(g.spawn[cell])
+    return block
+
+
+def raw_observation(s) -> dict:
+    """Swift ``ObservationBuilder.build`` (§9.1) of a host state (``host_state``)."""
+    p, g, e, t = s.player, s.grid, s.enemies, s.transmissions
+    show = bool(s.show)
+    player_row, player_col = int(p.row), int(p.col)
+    enemy_order = _in_list_order(e.active, e.seq)
+    transmission_order = _in_list_order(t.active, t.seq)
+    cryptog_hints = []
+    cells = []
+    for row in range(GRID):  # row 0 (the bottom) first
+        cell_row = []
+        for col in range(GRID):
+            cell = row * GRID + col
+            content = int(g.content[cell])
+            obs = {"row": row, "col": col, "isDataSiphon": content == DATA_SIPHON,
+                   "isExit": content == EXIT, "siphonCenter": bool(g.siphon_center[cell])}
+            # The first enemy in list order on the cell with hp > 0, and only that one.
+            here = [i for i in enemy_order
+                    if int(e.row[i]) == row and int(e.col[i]) == col and int(e.hp[i]) > 0]
+            if here:
+                first = here[0]
+                kind = int(e.kind[first])
+                visible = (kind != CRYPTOG or int(e.row[first]) == player_row
+                           or int(e.col[first]) == player_col or show)
+                if visible:
+                    obs["enemy"] = {"type": ENEMY_NAMES[kind], "hp": int(e.hp[first]),
+                                    "isStunned": bool(e.stunned[first]),
+                                    "spawnedFromSiphon": bool(e.from_siphon[first])}
+                elif int(e.last_row[first]) >= 0:  # errata O9: duplicates possible
+                    cryptog_hints.append({"row": int(e.last_row[first]),
+                                          "col": int(e.last_col[first])})
+            if content == BLOCK:
+                obs["block"] = _block_json(g, cell)
+            on_cell = [i for i in transmission_order
+                       if int(t.row[i]) == row and int(t.col[i]) == col]
+            if on_cell:
+                first = on_cell[0]
+                transmission = {"turnsUntilSpawn": int(t.turns[first])}
+                if show:
+                    transmission["enemyType"] = ENEMY_NAMES[int(t.kind[first])]
+                obs["transmission"] = transmission
+            # Resources under an unsiphoned block are hidden (§9.1 'credits / energy').
+            if content != BLOCK or bool(g.siphoned[cell]):
+                if int(g.credits[cell]) > 0:
+                    obs["credits"] = int(g.credits[cell])
+                if int(g.energy[cell]) > 0:
+                    obs["energy"] = int(g.energy[cell])
+            cell_row.append(obs)
+        cells.append(cell_row)
+    return {
+        "playerRow": player_row, "playerCol": player_col, "playerHP": int(p.hp),
+        "credits": int(p.credits), "energy": int(p.energy), "stage": int(s.stage),
+        "turn": int(s.turn), "dataSiphons": int(p.data_siphons), "baseAttack": int(p.attack),
+        "score": int(p.score), "showActivated": show, "scheduledTasksDisabled": bool(s.calm),
+        "ownedPrograms": _owned_programs(s.program_rank), "cells": cells,
+        "cryptogHints": cryptog_hints,
+    }
+
+
+def json_float(value) -> float:
+    """A float32 reward component as the double nearest its shortest float32 decimal, so that
+    0.04 goes out as 0.04 rather than 0.03999999910593033 (Swift computes in double)."""
+    return float(str(np.float32(value)))
+
+
+def step_info(reward_breakdown: dict, invalid_action: bool, stage_complete: bool,
+              dead: bool) -> dict:
+    """``HeadlessGame.buildInfoDict`` (§10.3): Swift's 14 breakdown keys (§8.10, no step
+    penalty) and the three flags, each present only when true."""
+    info = {"reward_breakdown": {swift: json_float(reward_breakdown[name])
+                                 for name, swift in SWIFT_KEYS.items()}}
+    if invalid_action:
+        info["invalid_action"] = True
+    if stage_complete:
+        info["stage_complete"] = True
+    if dead:
+        info["death"] = True
+    return info
+
+
+def internal_state(s) -> dict:
+    """``getInternalState`` (§10.3): the scheduler and every enemy in list order (hidden
+    cryptogs and hp <= 0 members included)."""
+    e = s.enemies
+    return {
+        "scheduledTaskInterval": int(s.sched_interval),
+        "nextScheduledTaskTurn": int(s.next_sched_turn),
+        "pendingSiphonTransmissions": int(s.pending_siphon),
+        "turnCount": int(s.turn),
+        "enemies": [{"row": int(e.row[i]), "col": int(e.col[i]),
+                     "type": ENEMY_NAMES[int(e.kind[i])], "hp": int(e.hp[i]),
+                     "disabledTurns": int(e.disabled[i]), "isStunned": bool(e.stunned[i]),
+                     "spawnedFromSiphon": bool(e.from_siphon[i]),
+                     "isFromScheduledTask": bool(e.from_scheduled[i])}
+                    for i in _in_list_order(e.active, e.seq)],
+    }
+
+
+NO_GAME_INTERNAL_STATE = {"scheduledTaskInterval": 0, "nextScheduledTaskTurn": 0,
+                          "pendingSiphonTransmissions": 0, "turnCount": 0, "enemies": []}

@@ -1,0 +1,10 @@
+"""PureJaxRL-style masked PPO trainer for HackMatrix.
+
+Modules: ``config`` (TrainConfig, RunOptions, validation, batch auto-scaling), ``networks``
+(actor-critic MLP, masked categorical), ``ppo`` (the algorithm, top to bottom: rollout, GAE,
+loss, jitted chunks of updates over all local devices), ``train`` (host loop: logging,
+evaluation, checkpoints, signals), ``checkpoint``, ``logger``, ``evaluation`` (greedy / sampled /
+random / heuristic policies on separate envs), ``toy_env`` (a tiny deterministic corridor with
+HackMatrix's interface, for tests). Entry points: ``scripts/train_purejaxrl.py`` and
+``scripts/evaluate.py``.
+"""

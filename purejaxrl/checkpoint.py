@@ -1,0 +1,129 @@
+"""Checkpoints: ``<checkpoint_dir>/<run-name>/checkpoint_<update>.pkl`` (cloudpickle).
+
+A checkpoint holds the complete runner state as host (numpy) arrays: parameters, optimizer
+state (including the schedule's step count), env states, the carried observations, every RNG
+key, the episode accumulators and the update counter; plus the ``TrainConfig``, the env-step
+counter, the run name, the wandb run id and the package versions. Writes are atomic (a temp
+file in the same directory, then ``os.replace``), so a crash mid-write never leaves a truncated
+checkpoint under the final name.
+"""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import platform
+import re
+import tempfile
+from importlib import metadata
+
+import cloudpickle
+import jax
+
+CHECKPOINT_FORMAT = "hackmatrix-purejaxrl-checkpoint"
+CHECKPOINT_VERSION = 1
+_CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)\.pkl$")
+
+
+class CheckpointError(RuntimeError):
+    """A checkpoint that is missing, unreadable, or not one of ours; the message says which."""
+
+
+def package_versions() -> dict:
+    versions = {"python": platform.python_version()}
+    for name in ("jax", "jaxlib", "flax", "optax", "numpy", "gymnax", "cloudpickle"):
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
+def checkpoint_path(run_dir: str, update: int) -> str:
+    return os.path.join(run_dir, f"checkpoint_{update}.pkl")
+
+
+def list_checkpoints(run_dir: str) -> list[tuple[int, str]]:
+    """(update, path) of the checkpoints in ``run_dir``, oldest first."""
+    if not os.path.isdir(run_dir):
+        return []
+    found = []
+    for name in os.listdir(run_dir):
+        match = _CHECKPOINT_NAME.match(name)
+        if match:
+            found.append((int(match.group(1)), os.path.join(run_dir, name)))
+    return sorted(found)
+
+
+def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
+                    run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
+                    keep: int) -> str:
+    """Write atomically, then delete all but the newest ``keep`` checkpoints of the run."""
+    os.makedirs(run_dir, exist_ok=True)
+    payload = {
+        "format": CHECKPOINT_FORMAT,
+        "format_version": CHECKPOINT_VERSION,
+        "runner_state": jax.device_get(runner_state),
+        "config": dict(config),
+        "update": int(update),
+        "env_steps": int(env_steps),
+        "run_name": run_name,
+        "wandb_run_id": wandb_run_id,
+        "elapsed_seconds": float(elapsed_seconds),
+        "versions": package_versions(),
+        "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
+    }
+    path = checkpoint_path(run_dir, update)
+    fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=".checkpoint_", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            cloudpickle.dump(payload, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        # mkstemp creates the file 0600; give it the permissions a plain open() would.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(tmp_path, 0o666 & ~umask)
+        os.replace(tmp_path, path)
+    except BaseException:
+        if os.path.exists(tmp_path):
+            os.unlink(tmp_path)
+        raise
+    for _, old_path in list_checkpoints(run_dir)[:-keep]:
+        os.unlink(old_path)
+    return path
+
+
+def resolve_checkpoint(path: str) -> str:
+    """A checkpoint file as given, or the newest checkpoint of a run directory."""
+    if os.path.isdir(path):
+        checkpoints = list_checkpoints(path)
+        if not checkpoints:
+            raise CheckpointError(f"no checkpoint_<update>.pkl files in directory {path}")
+        return checkpoints[-1][1]
+    if not os.path.exists(path):
+        raise CheckpointError(f"checkpoint not found: {path}")
+    return path
+
+
+def load_checkpoint(path: str) -> dict:
+    """Load and sanity-check a checkpoint (file or run directory). Raises CheckpointError."""
+    file_path = resolve_checkpoint(path)
+    try:
+        with open(file_path, "rb") as handle:
+            payload = pickle.load(handle)
+    except Exception as error:  # truncated, corrupt, or unpicklable content
+        raise CheckpointError(
+            f"cannot read checkpoint {file_path}: {type(error).__name__}: {error}") from None
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise CheckpointError(f"{file_path} is not a HackMatrix PureJaxRL checkpoint")
+    if payload.get("format_version") != CHECKPOINT_VERSION:
+        raise CheckpointError(f"{file_path} has checkpoint format version "
+                              f"{payload.get('format_version')}, expected {CHECKPOINT_VERSION}")
+    missing = [key for key in ("runner_state", "config", "update", "env_steps")
+               if key not in payload]
+    if missing:
+        raise CheckpointError(f"{file_path} lacks {', '.join(missing)}")
+    payload["path"] = file_path
+    return payload

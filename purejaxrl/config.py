@@ -1,0 +1,254 @@
+"""Training configuration: the hyperparameters that define a run, the options that only steer
+how it is run, validation, and the batch auto-scaling rule.
+
+``TrainConfig`` holds everything that changes the numbers a run produces; a checkpoint may only
+be resumed under the same ``TrainConfig``. ``RunOptions`` holds what does not (where to write,
+how often to save, wandb), so those may change on resume.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from typing import Optional
+
+from flax import struct
+
+ENV_CHOICES = ("hackmatrix", "toy")
+REWARD_SHAPING_CHOICES = ("swift", "potential")
+ACTIVATION_CHOICES = ("tanh", "relu")
+COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
+
+# Reference batch of the auto-scaling rule (P2): 256 envs x 128 steps, 4 minibatches of 8192,
+# 4 epochs.
+REFERENCE_BATCH = 256 * 128
+REFERENCE_MINIBATCHES = 4
+REFERENCE_MINIBATCH_SIZE = REFERENCE_BATCH // REFERENCE_MINIBATCHES
+REFERENCE_EPOCHS = 4
+MIN_EPOCHS = 2
+
+DEFAULT_COMPILE_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "hackmatrix-jax")
+
+
+class ConfigError(ValueError):
+    """A configuration value that cannot be trained with; the message names the option."""
+
+
+@struct.dataclass
+class TrainConfig:
+    """Everything that changes the numbers of a run. All fields are static (not traced)."""
+
+    # Environment
+    env: str = struct.field(pytree_node=False, default="hackmatrix")
+    reward_shaping: str = struct.field(pytree_node=False, default="swift")
+    max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
+    close_undo_exploit: bool = struct.field(pytree_node=False, default=False)
+    # Batch
+    total_timesteps: int = struct.field(pytree_node=False, default=50_000_000)
+    num_envs: int = struct.field(pytree_node=False, default=256)
+    num_steps: int = struct.field(pytree_node=False, default=128)
+    num_minibatches: int = struct.field(pytree_node=False, default=REFERENCE_MINIBATCHES)
+    update_epochs: int = struct.field(pytree_node=False, default=REFERENCE_EPOCHS)
+    # PPO
+    lr: float = struct.field(pytree_node=False, default=2.5e-4)
+    anneal_lr: bool = struct.field(pytree_node=False, default=True)
+    gamma: float = struct.field(pytree_node=False, default=0.99)
+    gae_lambda: float = struct.field(pytree_node=False, default=0.95)
+    clip_eps: float = struct.field(pytree_node=False, default=0.2)
+    clip_value_loss: bool = struct.field(pytree_node=False, default=True)
+    ent_coef: float = struct.field(pytree_node=False, default=0.01)
+    vf_coef: float = struct.field(pytree_node=False, default=0.5)
+    max_grad_norm: float = struct.field(pytree_node=False, default=0.5)
+    normalize_advantages: bool = struct.field(pytree_node=False, default=True)
+    # Network
+    hidden_width: int = struct.field(pytree_node=False, default=256)
+    hidden_depth: int = struct.field(pytree_node=False, default=2)
+    activation: str = struct.field(pytree_node=False, default="tanh")
+    separate_torsos: bool = struct.field(pytree_node=False, default=True)
+    compute_dtype: str = struct.field(pytree_node=False, default="float32")
+    # Data parallelism: the number of devices the global env batch is split over.
+    num_devices: int = struct.field(pytree_node=False, default=1)
+    seed: int = struct.field(pytree_node=False, default=0)
+
+    @property
+    def batch_size(self) -> int:
+        return self.num_envs * self.num_steps
+
+    @property
+    def minibatch_size(self) -> int:
+        return self.batch_size // self.num_minibatches
+
+    @property
+    def num_updates(self) -> int:
+        return self.total_timesteps // self.batch_size
+
+    @property
+    def envs_per_device(self) -> int:
+        return self.num_envs // self.num_devices
+
+    def to_dict(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def from_dict(cls, values: dict) -> "TrainConfig":
+        known = {f.name for f in dataclasses.fields(cls)}
+        unknown = sorted(set(values) - known)
+        if unknown:
+            raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
+        return cls(**values)
+
+
+@dataclasses.dataclass
+class RunOptions:
+    """How a run is driven and recorded; none of it changes the trained numbers."""
+
+    run_name: Optional[str] = None
+    checkpoint_dir: str = "checkpoints"
+    save_interval_minutes: float = 10.0
+    save_interval: Optional[int] = None  # in updates; None = by time only
+    keep_checkpoints: int = 3
+    updates_per_chunk: int = 10  # updates compiled into one jitted lax.scan
+    eval_interval: Optional[int] = None  # in updates; None = no periodic evaluation
+    eval_envs: int = 64
+    eval_max_steps: int = 2000
+    wandb: bool = True
+    wandb_project: str = "hackmatrix"
+    wandb_entity: Optional[str] = None
+    wandb_mode: str = "online"
+    artifact: bool = True  # upload checkpoints as versions of one wandb artifact
+    compile_cache_dir: Optional[str] = DEFAULT_COMPILE_CACHE_DIR  # None disables the cache
+    quiet: bool = False
+
+
+def config_differences(a: TrainConfig, b: TrainConfig) -> list[str]:
+    """Names of the fields whose values differ, formatted ``name: a != b``."""
+    return [f"{name}: {value!r} != {b.to_dict()[name]!r}"
+            for name, value in a.to_dict().items() if b.to_dict()[name] != value]
+
+
+def _divisors(n: int) -> list[int]:
+    small = [d for d in range(1, math.isqrt(n) + 1) if n % d == 0]
+    return sorted(set(small + [n // d for d in small]))
+
+
+def _divisor_nearest(n: int, key) -> int:
+    """The divisor of ``n`` minimising ``key(d)``; ties go to the larger divisor."""
+    return min(_divisors(n), key=lambda d: (key(d), -d))
+
+
+@dataclasses.dataclass(frozen=True)
+class AutoScaled:
+    num_minibatches: int
+    update_epochs: int
+    minibatch_size: int
+    minibatches_explicit: bool
+    epochs_explicit: bool
+
+    def describe(self) -> str:
+        def origin(explicit):
+            return "explicit" if explicit else "auto"
+        return (f"num_minibatches={self.num_minibatches} ({origin(self.minibatches_explicit)}), "
+                f"minibatch_size={self.minibatch_size}, "
+                f"update_epochs={self.update_epochs} ({origin(self.epochs_explicit)})")
+
+
+def auto_scale_for_batch_size(num_envs: int, num_steps: int,
+                              num_minibatches: Optional[int] = None,
+                              update_epochs: Optional[int] = None,
+                              num_devices: int = 1) -> AutoScaled:
+    """Derive minibatch count and epochs from the batch size (issue P2).
+
+    Reference: 256 x 128 = 32768 samples, 4 minibatches of 8192, 4 epochs. A larger batch
+    keeps the minibatch near 8192 by raising the minibatch count, and lowers the epochs in
+    proportion to the batch growth (so gradient steps per sample stay about constant), never
+    below 2. A smaller batch keeps 4 minibatches and 4 epochs. The minibatch count is always a
+    divisor of the per-device batch (each device shuffles and splits its own share), chosen
+    nearest to the target. An explicitly passed value wins for its own dimension only.
+    """
+    batch = num_envs * num_steps
+    local_batch = batch // num_devices
+    if num_minibatches is None:
+        if batch <= REFERENCE_BATCH:
+            target = REFERENCE_MINIBATCHES
+            minibatches = _divisor_nearest(local_batch, key=lambda d: abs(d - target))
+        else:
+            minibatches = _divisor_nearest(
+                local_batch, key=lambda d: abs(batch / d - REFERENCE_MINIBATCH_SIZE))
+    else:
+        minibatches = num_minibatches
+    if update_epochs is None:
+        if batch <= REFERENCE_BATCH:
+            epochs = REFERENCE_EPOCHS
+        else:
+            epochs = max(MIN_EPOCHS, round(REFERENCE_EPOCHS * REFERENCE_BATCH / batch))
+    else:
+        epochs = update_epochs
+    return AutoScaled(num_minibatches=minibatches, update_epochs=epochs,
+                      minibatch_size=batch // max(minibatches, 1),
+                      minibatches_explicit=num_minibatches is not None,
+                      epochs_explicit=update_epochs is not None)
+
+
+def validate_config(config: TrainConfig) -> None:
+    """Raise ``ConfigError`` naming the first bad option; cheap, runs before any compile."""
+    def need(condition: bool, message: str):
+        if not condition:
+            raise ConfigError(message)
+
+    need(config.env in ENV_CHOICES, f"--env must be one of {ENV_CHOICES}, got {config.env!r}")
+    need(config.reward_shaping in REWARD_SHAPING_CHOICES,
+         f"--reward-shaping must be one of {REWARD_SHAPING_CHOICES}, got {config.reward_shaping!r}")
+    need(config.max_episode_steps is None or config.max_episode_steps >= 1,
+         f"--max-episode-steps must be >= 1, got {config.max_episode_steps}")
+    for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_width",
+                 "num_devices"):
+        value = getattr(config, name)
+        need(isinstance(value, int) and value >= 1,
+             f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+    need(config.hidden_depth >= 0, f"--hidden-depth must be >= 0, got {config.hidden_depth}")
+    need(config.num_envs % config.num_devices == 0,
+         f"--num-envs {config.num_envs} cannot be split evenly over {config.num_devices} "
+         f"devices; use a multiple of {config.num_devices}")
+    local_batch = config.envs_per_device * config.num_steps
+    need(local_batch % config.num_minibatches == 0,
+         f"--num-minibatches {config.num_minibatches} must divide the per-device batch "
+         f"({config.envs_per_device} envs x {config.num_steps} steps = {local_batch})")
+    need(config.total_timesteps >= config.batch_size,
+         f"--total-timesteps {config.total_timesteps} is smaller than one batch "
+         f"({config.num_envs} envs x {config.num_steps} steps = {config.batch_size})")
+    need(config.lr > 0, f"--lr must be > 0, got {config.lr}")
+    need(0.0 <= config.gamma <= 1.0, f"--gamma must be in [0, 1], got {config.gamma}")
+    need(0.0 <= config.gae_lambda <= 1.0,
+         f"--gae-lambda must be in [0, 1], got {config.gae_lambda}")
+    need(config.clip_eps > 0, f"--clip-eps must be > 0, got {config.clip_eps}")
+    need(config.ent_coef >= 0, f"--ent-coef must be >= 0, got {config.ent_coef}")
+    need(config.vf_coef >= 0, f"--vf-coef must be >= 0, got {config.vf_coef}")
+    need(config.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {config.max_grad_norm}")
+    need(config.activation in ACTIVATION_CHOICES,
+         f"--activation must be one of {ACTIVATION_CHOICES}, got {config.activation!r}")
+    need(config.compute_dtype in COMPUTE_DTYPE_CHOICES,
+         f"--compute-dtype must be one of {COMPUTE_DTYPE_CHOICES}, got {config.compute_dtype!r}")
+
+
+def validate_run_options(options: RunOptions) -> None:
+    def need(condition: bool, message: str):
+        if not condition:
+            raise ConfigError(message)
+
+    need(options.save_interval_minutes > 0,
+         f"--save-interval-minutes must be > 0, got {options.save_interval_minutes}")
+    need(options.save_interval is None or options.save_interval >= 1,
+         f"--save-interval must be >= 1, got {options.save_interval}")
+    need(options.keep_checkpoints >= 1,
+         f"--keep-checkpoints must be >= 1, got {options.keep_checkpoints}")
+    need(options.updates_per_chunk >= 1,
+         f"--updates-per-chunk must be >= 1, got {options.updates_per_chunk}")
+    need(options.eval_interval is None or options.eval_interval >= 1,
+         f"--eval-interval must be >= 1, got {options.eval_interval}")
+    need(options.eval_envs >= 1, f"--eval-envs must be >= 1, got {options.eval_envs}")
+    need(options.wandb_mode in ("online", "offline", "disabled"),
+         f"--wandb-mode must be online, offline or disabled, got {options.wandb_mode!r}")
+    if options.run_name is not None:
+        need(options.run_name and "/" not in options.run_name and options.run_name not in (".", ".."),
+             f"--run-name must be a plain directory name, got {options.run_name!r}")

@@ -1,0 +1,484 @@
+"""Masked PPO for HackMatrix, PureJaxRL style: the whole algorithm, top to bottom.
+
+1. environment factory            ``make_env``
+2. named structs                  ``Transition``, ``EpisodeAccumulators``, ``RunnerState``,
+                                  ``UpdateMetrics``
+3. initial state                  ``make_optimizer``, ``init_runner_state``
+4. rollout                        ``collect_rollout`` (acts from the observation it stores)
+5. advantages                     ``compute_gae`` (terminated / truncated / trace cut)
+6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs``
+7. one update, K updates per jit  ``UpdateChunk`` (lax.scan of K updates under shard_map over
+                                  all local devices, runner state donated)
+
+Data parallelism: the global env batch is split over a one-axis device mesh; every device
+collects its share of the rollout, gradients and statistics are averaged (``pmean``) over the
+axis, so parameters stay identical everywhere. Each env carries its own RNG key, so the
+trajectories do not depend on how envs are split over devices.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+from flax import struct
+import jax
+from jax import lax
+import jax.numpy as jnp
+import numpy as np
+import optax
+from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+
+from envs.hackmatrix.observation import Observation
+from purejaxrl.config import TrainConfig
+from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_entropy,
+                                sample_masked)
+
+DEVICE_AXIS = "devices"
+NUM_STAGE_BINS = 10  # stages 0..9; HackMatrix reaches at most 8
+ACTION_KINDS = ("move", "shot", "siphon", "program")
+SIPHON_ACTION = 4
+
+
+# ---------------------------------------------------------------------------- 1. environment
+
+def make_env(config: TrainConfig):
+    """(env, env_params) for ``config.env``; both expose HackMatrix's step/reset contract."""
+    if config.env == "toy":
+        from purejaxrl.toy_env import ToyCorridor
+        env = ToyCorridor(reward_shaping=config.reward_shaping,
+                          close_undo_exploit=config.close_undo_exploit)
+    else:
+        try:
+            from envs.hackmatrix import HackMatrix
+        except ImportError:  # the package may not re-export the class
+            from envs.hackmatrix.env import HackMatrix
+        env = HackMatrix(reward_shaping=config.reward_shaping,
+                         close_undo_exploit=config.close_undo_exploit)
+    params = env.default_params
+    if config.max_episode_steps is not None:
+        params = params.replace(max_steps_in_episode=config.max_episode_steps)
+    # Potential-based shaping must use the discount the agent optimises (decisions R7).
+    for gamma_field in ("gamma", "shaping_gamma"):
+        if hasattr(params, gamma_field):
+            params = params.replace(**{gamma_field: config.gamma})
+    return env, params
+
+
+def env_signature(env, env_params):
+    """(num_actions, reward component names) read off abstract evaluation (no compile)."""
+    obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
+    step = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.int32(0), env_params)
+    return obs.action_mask.shape[-1], tuple(step[5]["reward_breakdown"].keys())
+
+
+# ---------------------------------------------------------------------------- 2. structs
+
+@struct.dataclass
+class Transition:
+    """One env step, time-major in a rollout: ``obs`` is the observation ``action`` was chosen
+    from; ``log_prob``, ``value`` and the mask (``obs.action_mask``) belong to that same choice."""
+
+    obs: Observation
+    action: jax.Array
+    log_prob: jax.Array
+    value: jax.Array
+    reward: jax.Array
+    terminated: jax.Array
+    truncated: jax.Array
+    bootstrap_value: jax.Array  # V(info["final_observation"]) where truncated, else 0
+
+
+@struct.dataclass
+class EpisodeAccumulators:
+    """Running totals of the episode in progress, per env."""
+
+    returns: jax.Array  # f32[N]
+    lengths: jax.Array  # i32[N]
+    breakdown: jax.Array  # f32[N, C] reward by component
+
+
+@struct.dataclass
+class RunnerState:
+    params: Any
+    opt_state: Any
+    env_state: Any  # per env (leading axis N)
+    obs: Observation  # per env: the observation the next action is chosen from
+    env_keys: jax.Array  # per env RNG keys (sampling and env steps)
+    update_key: jax.Array  # shared RNG key (minibatch shuffles)
+    episode: EpisodeAccumulators
+    update_step: jax.Array  # i32: updates done
+
+
+@struct.dataclass
+class UpdateMetrics:
+    """What one update reports. Counts and sums are global (summed over devices); losses are
+    means over minibatches, epochs and devices. ``active`` is 0 for the padding updates of a
+    final partial chunk, which change nothing."""
+
+    active: jax.Array
+    episodes: jax.Array  # episodes that finished in this rollout
+    return_sum: jax.Array
+    length_sum: jax.Array
+    breakdown_sum: jax.Array  # f32[C] over finished episodes
+    stage_hist: jax.Array  # f32[NUM_STAGE_BINS] stage at the end of finished episodes
+    wins: jax.Array
+    deaths: jax.Array
+    truncations: jax.Array
+    invalid_actions: jax.Array  # info["invalid_action"] (must stay 0)
+    masked_actions_sampled: jax.Array  # sampled actions the mask forbade (must stay 0)
+    undo_exploit_completions: jax.Array
+    overflow_episodes: jax.Array  # finished episodes whose env dropped a slot append (must be 0)
+    action_counts: jax.Array  # f32[len(ACTION_KINDS)]
+    total_loss: jax.Array
+    policy_loss: jax.Array
+    value_loss: jax.Array
+    entropy: jax.Array
+    approx_kl: jax.Array
+    clip_fraction: jax.Array
+    grad_norm: jax.Array
+    explained_variance: jax.Array
+    learning_rate: jax.Array
+
+    @classmethod
+    def zeros(cls, num_components: int) -> "UpdateMetrics":
+        zero = jnp.float32(0.0)
+        fields = {name: zero for name in cls.__dataclass_fields__}
+        fields.update(breakdown_sum=jnp.zeros(num_components, jnp.float32),
+                      stage_hist=jnp.zeros(NUM_STAGE_BINS, jnp.float32),
+                      action_counts=jnp.zeros(len(ACTION_KINDS), jnp.float32))
+        return cls(**fields)
+
+
+def runner_state_specs() -> RunnerState:
+    """PartitionSpecs: per-env fields split over the device axis, the rest replicated."""
+    split, same = P(DEVICE_AXIS), P()
+    return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
+                       update_key=same, episode=split, update_step=same)
+
+
+# ---------------------------------------------------------------------------- 3. init
+
+def learning_rate_schedule(config: TrainConfig) -> Callable:
+    """Constant, or linear anneal to 0 over the run, stepping once per update."""
+    steps_per_update = config.num_minibatches * config.update_epochs
+
+    def schedule(count):
+        if not config.anneal_lr:
+            return jnp.float32(config.lr)
+        return config.lr * (1.0 - (count // steps_per_update) / config.num_updates)
+    return schedule
+
+
+def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
+    return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
+                       optax.adam(learning_rate=learning_rate_schedule(config), eps=1e-5))
+
+
+def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic,
+                      optimizer: optax.GradientTransformation, num_components: int) -> RunnerState:
+    """The state before the first update, a pure function of ``config.seed`` (jitted)."""
+
+    def init(key):
+        net_key, reset_key, env_key, update_key = jax.random.split(key, 4)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, config.num_envs), env_params)
+        params = network.init(net_key, jax.tree.map(lambda x: x[0], obs))
+        n = config.num_envs
+        return RunnerState(
+            params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
+            env_keys=jax.random.split(env_key, n), update_key=update_key,
+            episode=EpisodeAccumulators(returns=jnp.zeros(n, jnp.float32),
+                                        lengths=jnp.zeros(n, jnp.int32),
+                                        breakdown=jnp.zeros((n, num_components), jnp.float32)),
+            update_step=jnp.int32(0))
+
+    return jax.jit(init)(jax.random.PRNGKey(config.seed))
+
+
+def make_mesh(num_devices: int) -> Mesh:
+    devices = jax.local_devices()
+    if num_devices > len(devices):
+        raise ValueError(f"{num_devices} devices requested but only {len(devices)} are local")
+    return Mesh(np.array(devices[:num_devices]), (DEVICE_AXIS,))
+
+
+def shard_runner_state(runner: RunnerState, mesh: Mesh) -> RunnerState:
+    shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), runner_state_specs(),
+                             is_leaf=lambda x: isinstance(x, P))
+    return jax.tree.map(lambda spec_sharding, subtree: jax.device_put(subtree, spec_sharding),
+                        shardings, runner, is_leaf=lambda x: isinstance(x, NamedSharding))
+
+
+# ---------------------------------------------------------------------------- 4. rollout
+
+def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
+                    network: ActorCritic, reward_components: tuple[str, ...]):
+    """``num_steps`` vectorised env steps. Returns the new runner state, the time-major
+    ``Transition`` batch and per-step statistics (arrays [T, N, ...])."""
+
+    def step(runner: RunnerState, _):
+        obs = runner.obs
+        logits, value = network.apply(runner.params, obs)
+        keys = jax.vmap(lambda k: jax.random.split(k, 3))(runner.env_keys)
+        env_keys, action_keys, step_keys = keys[:, 0], keys[:, 1], keys[:, 2]
+        action = jax.vmap(sample_masked)(action_keys, logits, obs.action_mask)
+        log_prob = log_prob_of(logits, obs.action_mask, action)
+        next_obs, env_state, reward, terminated, truncated, info = jax.vmap(
+            env.step, in_axes=(0, 0, 0, None))(step_keys, runner.env_state, action, env_params)
+
+        # A truncated episode is bootstrapped from its final observation; the network only runs
+        # on steps where some env was truncated (rare), not on every step.
+        bootstrap_value = lax.cond(
+            jnp.any(truncated),
+            lambda: jnp.where(truncated, network.apply(runner.params,
+                                                       info["final_observation"])[1], 0.0),
+            lambda: jnp.zeros_like(value))
+
+        done = terminated | truncated
+        breakdown = jnp.stack([info["reward_breakdown"][name] for name in reward_components], -1)
+        ep = runner.episode
+        ep_return = ep.returns + reward
+        ep_length = ep.lengths + 1
+        ep_breakdown = ep.breakdown + breakdown
+        done_f = done.astype(jnp.float32)
+        is_direction = action < SIPHON_ACTION
+        shot = info.get("shot", jnp.zeros_like(done)) & is_direction
+        stats = {
+            "episodes": done_f,
+            "return_sum": ep_return * done_f,
+            "length_sum": ep_length * done_f,
+            "breakdown_sum": ep_breakdown * done_f[:, None],
+            "stage_hist": jax.nn.one_hot(jnp.clip(info["stage"], 0, NUM_STAGE_BINS - 1),
+                                         NUM_STAGE_BINS) * done_f[:, None],
+            "wins": (info["won"] & done).astype(jnp.float32),
+            "deaths": (info["died"] & done).astype(jnp.float32),
+            "truncations": (truncated & ~terminated).astype(jnp.float32),
+            "invalid_actions": info["invalid_action"].astype(jnp.float32),
+            "masked_actions_sampled": (~jnp.take_along_axis(
+                obs.action_mask, action[:, None], axis=-1)[:, 0]).astype(jnp.float32),
+            "undo_exploit_completions": info["undo_exploit_completion"].astype(jnp.float32),
+            "overflow_episodes": ((info.get("overflow", jnp.zeros_like(reward)) > 0)
+                                  & done).astype(jnp.float32),
+            "action_counts": jnp.stack([is_direction & ~shot, shot, action == SIPHON_ACTION,
+                                        action > SIPHON_ACTION], -1).astype(jnp.float32),
+        }
+        keep = lambda x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), 0, x)
+        episode = EpisodeAccumulators(returns=keep(ep_return), lengths=keep(ep_length),
+                                      breakdown=keep(ep_breakdown))
+        transition = Transition(obs=obs, action=action, log_prob=log_prob, value=value,
+                                reward=reward, terminated=terminated, truncated=truncated,
+                                bootstrap_value=bootstrap_value)
+        # After a done step, next_obs is the reset observation (auto-reset), so the next action
+        # is chosen from the new episode's first observation.
+        runner = runner.replace(env_state=env_state, obs=next_obs, env_keys=env_keys,
+                                episode=episode)
+        return runner, (transition, stats)
+
+    runner, (transitions, stats) = lax.scan(step, runner, None, length=config.num_steps)
+    return runner, transitions, stats
+
+
+# ---------------------------------------------------------------------------- 5. GAE
+
+def compute_gae(rewards, values, terminated, truncated, bootstrap_values, last_value,
+                gamma: float, gae_lambda: float):
+    """Generalised advantage estimation over time-major arrays [T, ...].
+
+    ``values[t]`` is V(obs the action at t was chosen from); ``last_value`` is V(obs after the
+    last step). The value of the next state is: 0 after a terminal step (no bootstrapping);
+    ``bootstrap_values[t]`` = V(final observation) after a truncated step (the episode would have
+    gone on); else the next stored value. The trace (lambda-return) is cut at every episode end,
+    because the next stored step belongs to a new episode.
+    """
+    def backward(carry, step):
+        next_value, next_advantage = carry
+        reward, value, term, trunc, boot = step
+        next_state_value = jnp.where(term, 0.0, jnp.where(trunc, boot, next_value))
+        delta = reward + gamma * next_state_value - value
+        continues = 1.0 - (term | trunc).astype(jnp.float32)
+        advantage = delta + gamma * gae_lambda * continues * next_advantage
+        return (value, advantage), advantage
+
+    _, advantages = lax.scan(
+        backward, (last_value, jnp.zeros_like(last_value)),
+        (rewards, values, terminated, truncated, bootstrap_values), reverse=True)
+    return advantages, advantages + values
+
+
+# ---------------------------------------------------------------------------- 6. loss and SGD
+
+def normalize_advantages(advantages: jax.Array, axis_name: str | None) -> jax.Array:
+    """Normalise with statistics of the *global* minibatch (the union over devices)."""
+    mean = jnp.mean(advantages)
+    mean_sq = jnp.mean(jnp.square(advantages))
+    if axis_name is not None:
+        mean, mean_sq = lax.pmean((mean, mean_sq), axis_name)
+    std = jnp.sqrt(jnp.maximum(mean_sq - jnp.square(mean), 0.0))
+    return (advantages - mean) / (std + 1e-8)
+
+
+def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, targets,
+             config: TrainConfig):
+    logits, value = network.apply(params, batch.obs)
+    mask = batch.obs.action_mask
+    log_prob = log_prob_of(logits, mask, batch.action)
+    log_ratio = log_prob - batch.log_prob
+    ratio = jnp.exp(log_ratio)
+    clipped_ratio = jnp.clip(ratio, 1.0 - config.clip_eps, 1.0 + config.clip_eps)
+    policy_loss = jnp.mean(jnp.maximum(-advantages * ratio, -advantages * clipped_ratio))
+
+    value_error = jnp.square(value - targets)
+    if config.clip_value_loss:
+        clipped_value = batch.value + jnp.clip(value - batch.value, -config.clip_eps,
+                                               config.clip_eps)
+        value_error = jnp.maximum(value_error, jnp.square(clipped_value - targets))
+    value_loss = 0.5 * jnp.mean(value_error)
+
+    entropy = jnp.mean(masked_entropy(logits, mask))
+    total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    aux = {
+        "total_loss": total, "policy_loss": policy_loss, "value_loss": value_loss,
+        "entropy": entropy,
+        # Low-variance KL estimator (Schulman); sampled actions are always legal.
+        "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
+        "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > config.clip_eps).astype(jnp.float32)),
+    }
+    return total, aux
+
+
+def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
+                  config: TrainConfig, network: ActorCritic,
+                  optimizer: optax.GradientTransformation, axis_name: str | None):
+    """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
+    gradients are averaged over devices before each optimizer step."""
+    local_batch = config.num_steps * config.envs_per_device
+    flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]),
+                        (transitions, advantages, targets))
+
+    def minibatch_step(carry, minibatch):
+        params, opt_state = carry
+        batch, adv, tgt = minibatch
+        if config.normalize_advantages:
+            adv = normalize_advantages(adv, axis_name)
+        grads, aux = jax.grad(ppo_loss, has_aux=True)(params, network, batch, adv, tgt, config)
+        if axis_name is not None:
+            grads, aux = lax.pmean((grads, aux), axis_name)
+        aux["grad_norm"] = optax.tree.norm(grads)
+        updates, opt_state = optimizer.update(grads, opt_state, params)
+        return (optax.apply_updates(params, updates), opt_state), aux
+
+    def epoch(carry, epoch_key):
+        permutation = jax.random.permutation(epoch_key, local_batch)
+        minibatches = jax.tree.map(
+            lambda x: x[permutation].reshape((config.num_minibatches, -1) + x.shape[1:]), flat)
+        return lax.scan(minibatch_step, carry, minibatches)
+
+    (params, opt_state), aux = lax.scan(epoch, (params, opt_state),
+                                        jax.random.split(key, config.update_epochs))
+    return params, opt_state, jax.tree.map(jnp.mean, aux)
+
+
+def explained_variance(values, targets, axis_name: str | None):
+    """1 - Var(targets - values) / Var(targets) over the global batch."""
+    moments = jnp.stack([jnp.mean(targets), jnp.mean(jnp.square(targets)),
+                         jnp.mean(targets - values), jnp.mean(jnp.square(targets - values))])
+    if axis_name is not None:
+        moments = lax.pmean(moments, axis_name)
+    var_targets = moments[1] - moments[0] ** 2
+    var_residual = moments[3] - moments[2] ** 2
+    return jnp.where(var_targets > 0, 1.0 - var_residual / jnp.maximum(var_targets, 1e-12),
+                     jnp.nan)
+
+
+# ---------------------------------------------------------------------------- 7. update chunk
+
+def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, network: ActorCritic,
+               optimizer: optax.GradientTransformation, reward_components: tuple[str, ...],
+               axis_name: str | None):
+    """One PPO update on this device's envs: rollout, GAE, epochs of minibatch SGD."""
+    learning_rate = learning_rate_schedule(config)(
+        runner.update_step * config.num_minibatches * config.update_epochs)
+    runner, transitions, stats = collect_rollout(runner, config, env, env_params, network,
+                                                 reward_components)
+    _, last_value = network.apply(runner.params, runner.obs)
+    advantages, targets = compute_gae(
+        transitions.reward, transitions.value, transitions.terminated, transitions.truncated,
+        transitions.bootstrap_value, last_value, config.gamma, config.gae_lambda)
+
+    update_key, shuffle_key = jax.random.split(runner.update_key)
+    if axis_name is not None:
+        # Each device shuffles its own share differently.
+        shuffle_key = jax.random.fold_in(shuffle_key, lax.axis_index(axis_name))
+    params, opt_state, losses = update_epochs(
+        runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
+        network, optimizer, axis_name)
+
+    sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
+    if axis_name is not None:
+        sums = lax.psum(sums, axis_name)
+    metrics = UpdateMetrics(
+        active=jnp.float32(1.0), **sums, **losses,
+        explained_variance=explained_variance(transitions.value, targets, axis_name),
+        learning_rate=jnp.asarray(learning_rate, jnp.float32))
+    runner = runner.replace(params=params, opt_state=opt_state, update_key=update_key,
+                            update_step=runner.update_step + 1)
+    return runner, metrics
+
+
+class UpdateChunk:
+    """``updates_per_chunk`` PPO updates as one jitted ``lax.scan``, over all devices of
+    ``mesh``. Compiled once (ahead of time, by ``compile``); a final partial chunk runs the same
+    executable with fewer active updates (``num_active``), the rest are skipped by ``lax.cond``.
+    The runner state argument is donated."""
+
+    def __init__(self, config: TrainConfig, env, env_params, network: ActorCritic,
+                 optimizer: optax.GradientTransformation, reward_components: tuple[str, ...],
+                 updates_per_chunk: int, mesh: Mesh):
+        self.config = config
+        self.updates_per_chunk = updates_per_chunk
+        self.mesh = mesh
+        self.trace_count = 0
+        self.compile_seconds = None
+        self._compiled = None
+        num_components = len(reward_components)
+
+        def local_chunk(runner: RunnerState, num_active):
+            self.trace_count += 1  # Python side effect: runs once per trace
+
+            def body(runner, index):
+                return lax.cond(
+                    index < num_active,
+                    lambda r: ppo_update(r, config, env, env_params, network, optimizer,
+                                         reward_components, DEVICE_AXIS),
+                    lambda r: (r, UpdateMetrics.zeros(num_components)),
+                    runner)
+            return lax.scan(body, runner, jnp.arange(updates_per_chunk))
+
+        specs = runner_state_specs()
+        chunk = jax.shard_map(local_chunk, mesh=mesh, in_specs=(specs, P()),
+                              out_specs=(specs, P()), check_vma=False)
+        self._jitted = jax.jit(chunk, donate_argnums=(0,))
+
+    def compile(self, runner: RunnerState) -> float:
+        """Trace and compile for the shapes of ``runner``; returns the seconds it took."""
+        start = time.perf_counter()
+        self._compiled = self._jitted.lower(runner, np.int32(self.updates_per_chunk)).compile()
+        self.compile_seconds = time.perf_counter() - start
+        return self.compile_seconds
+
+    def __call__(self, runner: RunnerState, num_active: int):
+        if self._compiled is None:
+            self.compile(runner)
+        if not 1 <= num_active <= self.updates_per_chunk:
+            raise ValueError(f"num_active must be in 1..{self.updates_per_chunk}, got {num_active}")
+        return self._compiled(runner, np.int32(num_active))
+
+
+def build(config: TrainConfig):
+    """Everything static a run needs: (env, env_params, network, optimizer, reward component
+    names)."""
+    env, env_params = make_env(config)
+    num_actions, reward_components = env_signature(env, env_params)
+    return env, env_params, make_network(config, num_actions), make_optimizer(config), \
+        reward_components

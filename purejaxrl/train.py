@@ -1,0 +1,224 @@
+"""The host loop: runs jitted chunks of PPO updates and, between chunks, logs, evaluates and
+checkpoints. All numerics live in ``purejaxrl/ppo.py``; this file only drives them."""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import os
+import signal
+import time
+from typing import Optional
+
+import jax
+import numpy as np
+
+from purejaxrl import ppo
+from purejaxrl.checkpoint import CheckpointError, save_checkpoint
+from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
+                              validate_config, validate_run_options)
+from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
+from purejaxrl.logger import RunLogger, progress_line, summarize_chunk
+from purejaxrl.networks import parameter_count
+
+
+@dataclasses.dataclass
+class TrainResult:
+    runner_state: ppo.RunnerState
+    run_name: str
+    run_dir: str
+    updates_done: int
+    env_steps: int
+    last_checkpoint: Optional[str]
+    records: list
+    interrupted: bool
+    chunk: ppo.UpdateChunk
+
+
+def enable_compile_cache(cache_dir: Optional[str]) -> None:
+    """Persistent XLA compilation cache: a second run of the same config skips compilation."""
+    if not cache_dir:
+        return
+    os.makedirs(cache_dir, exist_ok=True)
+    jax.config.update("jax_compilation_cache_dir", cache_dir)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+
+
+def default_run_name(config: TrainConfig) -> str:
+    stamp = datetime.datetime.now().strftime("%Y%m%d-%H%M%S")
+    return f"{config.env}-ppo-s{config.seed}-{stamp}"
+
+
+class StopSignal:
+    """SIGINT/SIGTERM set a flag; the loop saves and stops at the next chunk boundary. A second
+    SIGINT falls through to Python's default (KeyboardInterrupt)."""
+
+    def __init__(self):
+        self.requested = False
+        self._previous = {}
+
+    def _handle(self, signum, frame):
+        if self.requested and signum == signal.SIGINT:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self):
+        for signum in (signal.SIGINT, signal.SIGTERM):
+            try:
+                self._previous[signum] = signal.signal(signum, self._handle)
+            except ValueError:  # not the main thread: signals cannot be caught here
+                pass
+        return self
+
+    def __exit__(self, *exc):
+        for signum, handler in self._previous.items():
+            signal.signal(signum, handler)
+
+
+def _restore_params(fresh_params, saved_params):
+    fresh_struct, saved_struct = jax.tree.structure(fresh_params), jax.tree.structure(saved_params)
+    fresh_shapes = [np.shape(x) for x in jax.tree.leaves(fresh_params)]
+    saved_shapes = [np.shape(x) for x in jax.tree.leaves(saved_params)]
+    if fresh_struct != saved_struct or fresh_shapes != saved_shapes:
+        raise CheckpointError("--weights-only: the checkpoint's network does not match the "
+                              "network flags of this run (--hidden-width, --hidden-depth, "
+                              "--separate-torsos)")
+    return saved_params
+
+
+def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] = None,
+          weights_only: bool = False, stop_after_updates: Optional[int] = None,
+          logger: Optional[RunLogger] = None) -> TrainResult:
+    """Train to ``config.total_timesteps`` (or until ``stop_after_updates`` updates are done, or
+    a stop signal), starting fresh, from ``checkpoint`` (full resume: same config required), or
+    from its parameters only (``weights_only``: a new run)."""
+    validate_config(config)
+    validate_run_options(options)
+    resuming = checkpoint is not None and not weights_only
+    if resuming:
+        saved = TrainConfig.from_dict(checkpoint["config"])
+        # The device count may change (another machine): the global batch and every number
+        # of the algorithm stay the same; only the per-device minibatch shuffles differ.
+        differences = config_differences(saved.replace(num_devices=config.num_devices), config)
+        if differences:
+            raise ConfigError("the checkpoint was trained with a different config (checkpoint != "
+                              "this run): " + "; ".join(differences)
+                              + ". Pass only run options when resuming, or use --weights-only "
+                              "to start a new run from its weights.")
+    enable_compile_cache(options.compile_cache_dir)
+
+    run_name = options.run_name or (checkpoint["run_name"] if resuming else None) \
+        or default_run_name(config)
+    run_dir = os.path.join(options.checkpoint_dir, run_name)
+    env, env_params, network, optimizer, reward_components = ppo.build(config)
+    mesh = ppo.make_mesh(config.num_devices)
+
+    if resuming:
+        runner = checkpoint["runner_state"]
+        elapsed_before = float(checkpoint.get("elapsed_seconds", 0.0))
+        wandb_run_id = checkpoint.get("wandb_run_id")
+    else:
+        runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
+                                       len(reward_components))
+        if weights_only:
+            params = _restore_params(runner.params, checkpoint["runner_state"].params)
+            runner = runner.replace(params=params, opt_state=optimizer.init(params))
+        elapsed_before = 0.0
+        wandb_run_id = None
+    runner = ppo.shard_runner_state(runner, mesh)
+    update = int(jax.device_get(runner.update_step))
+
+    own_logger = logger is None
+    if own_logger:
+        logger = RunLogger(run_dir, use_wandb=options.wandb, quiet=options.quiet,
+                           wandb_project=options.wandb_project, wandb_entity=options.wandb_entity,
+                           wandb_mode=options.wandb_mode, wandb_run_id=wandb_run_id,
+                           run_name=run_name, config=config.to_dict())
+    wandb_run_id = logger.wandb_run_id or wandb_run_id
+
+    derived = {"num_devices": config.num_devices, "global_batch": config.batch_size,
+               "num_minibatches": config.num_minibatches,
+               "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
+               "num_updates": config.num_updates}
+    logger.print(f"run {run_name} -> {run_dir}")
+    logger.print(f"{'resuming at' if resuming else 'starting at'} update {update}/"
+                 f"{config.num_updates}; global batch {config.batch_size} = {config.num_envs} "
+                 f"envs x {config.num_steps} steps over {config.num_devices} device(s) "
+                 f"({jax.default_backend()}); {config.num_minibatches} minibatches of "
+                 f"{config.minibatch_size}; {config.update_epochs} epochs; "
+                 f"{parameter_count(runner.params):,} parameters")
+
+    chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, reward_components,
+                            options.updates_per_chunk, mesh)
+    session_end = config.num_updates if stop_after_updates is None else min(
+        config.num_updates, update + stop_after_updates)
+    compile_seconds = None
+    if update < session_end:
+        compile_seconds = chunk.compile(runner)
+        logger.print(f"compiled {options.updates_per_chunk} updates per chunk in "
+                     f"{compile_seconds:.1f}s")
+    evaluator = None
+    if options.eval_interval:
+        evaluator = make_training_evaluator(env, env_params, network, options.eval_envs,
+                                            options.eval_max_steps)
+    records, last_checkpoint = [], None
+    train_seconds = 0.0
+    last_save = time.monotonic()
+
+    def save() -> str:
+        path = save_checkpoint(
+            run_dir, runner_state=runner, config=config.to_dict(), update=update,
+            env_steps=update * config.batch_size, run_name=run_name,
+            wandb_run_id=wandb_run_id, elapsed_seconds=elapsed_before + train_seconds,
+            keep=options.keep_checkpoints)
+        if options.artifact:
+            logger.log_checkpoint_artifact(path, run_name, update)
+        logger.print(f"saved {path}")
+        return path
+
+    try:
+        with StopSignal() as stop:
+            while update < session_end and not stop.requested:
+                num_active = min(options.updates_per_chunk, session_end - update)
+                start = time.perf_counter()
+                runner, metrics = chunk(runner, num_active)
+                metrics = jax.device_get(metrics)  # waits for the chunk
+                seconds = time.perf_counter() - start
+                train_seconds += seconds
+                previous, update = update, update + num_active
+                sps = num_active * config.batch_size / seconds
+                record = {"update": update, "env_steps": update * config.batch_size,
+                          "sps": sps, "chunk_seconds": seconds,
+                          "eta_s": (config.num_updates - update) * config.batch_size / sps,
+                          "elapsed_s": elapsed_before + train_seconds,
+                          "compile_s": compile_seconds, **derived,
+                          **summarize_chunk(metrics, reward_components)}
+                if evaluator is not None and (update // options.eval_interval
+                                              > previous // options.eval_interval
+                                              or update == config.num_updates):
+                    key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), update)
+                    results = evaluator(runner.params, key)
+                    for mode, per_env in results.items():
+                        for name, value in summarize_episodes(per_env).items():
+                            record[f"eval_{mode}/{name}"] = value
+                records.append(record)
+                logger.log(record)
+                logger.print(progress_line(record, config.num_updates * config.batch_size))
+
+                due_by_updates = options.save_interval and (
+                    update // options.save_interval > previous // options.save_interval)
+                due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
+                if due_by_updates or due_by_time or stop.requested or update == session_end:
+                    last_checkpoint = save()
+                    last_save = time.monotonic()
+            interrupted = stop.requested
+            if interrupted:
+                logger.print(f"stopped by signal at update {update}; resume with "
+                             f"--resume {run_dir}")
+    finally:
+        if own_logger:
+            logger.close()
+    return TrainResult(runner_state=runner, run_name=run_name, run_dir=run_dir,
+                       updates_done=update, env_steps=update * config.batch_size,
+                       last_checkpoint=last_checkpoint, records=records,
+                       interrupted=interrupted, chunk=chunk)

@@ -1,0 +1,195 @@
+#!/usr/bin/env python
+"""Train masked PPO on HackMatrix (or the toy corridor) with the PureJaxRL-style trainer.
+
+    python scripts/train_purejaxrl.py --num-envs 2048
+    python scripts/train_purejaxrl.py --resume checkpoints/<run-name>          # continue a run
+    python scripts/train_purejaxrl.py --resume ckpt.pkl --weights-only --lr 1e-4  # new run from weights
+
+The minibatch count and the epochs follow the batch size (``auto_scale_for_batch_size``) unless
+given. On resume, the checkpoint's config is used; a training flag that contradicts it is an
+error naming the field (run options such as --save-interval may change). Uses every local
+device (``--num-devices`` to restrict).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
+                              DEFAULT_COMPILE_CACHE_DIR, ENV_CHOICES, REWARD_SHAPING_CHOICES,
+                              ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
+                              validate_config, validate_run_options)
+
+# CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
+_CONFIG_FLAGS = (
+    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "total_timesteps",
+    "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
+    "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
+    "normalize_advantages", "hidden_width", "hidden_depth", "activation", "separate_torsos",
+    "compute_dtype", "num_devices", "seed")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    flag = argparse.BooleanOptionalAction
+    env = parser.add_argument_group("environment")
+    env.add_argument("--env", choices=ENV_CHOICES, help="default hackmatrix (toy: for tests)")
+    env.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, help="default swift")
+    env.add_argument("--max-episode-steps", type=int,
+                     help="truncation limit (default: the environment's)")
+    env.add_argument("--close-undo-exploit", action=flag,
+                     help="clear the UNDO history at each stage start (decisions R9)")
+    batch = parser.add_argument_group("batch")
+    batch.add_argument("--total-timesteps", type=int, help="default 50,000,000")
+    batch.add_argument("--num-envs", type=int, help="global env count, default 256")
+    batch.add_argument("--num-steps", type=int, help="rollout length, default 128")
+    batch.add_argument("--num-minibatches", type=int, help="default: auto-scaled")
+    batch.add_argument("--update-epochs", type=int, help="default: auto-scaled")
+    batch.add_argument("--num-devices", type=int, help="default: all local devices")
+    ppo_args = parser.add_argument_group("PPO")
+    ppo_args.add_argument("--lr", type=float, help="default 2.5e-4")
+    ppo_args.add_argument("--anneal-lr", action=flag, help="linear LR anneal to 0 (default on)")
+    ppo_args.add_argument("--gamma", type=float, help="default 0.99")
+    ppo_args.add_argument("--gae-lambda", type=float, help="default 0.95")
+    ppo_args.add_argument("--clip-eps", type=float, help="default 0.2")
+    ppo_args.add_argument("--clip-value-loss", action=flag, help="default on")
+    ppo_args.add_argument("--ent-coef", type=float, help="default 0.01")
+    ppo_args.add_argument("--vf-coef", type=float, help="default 0.5")
+    ppo_args.add_argument("--max-grad-norm", type=float, help="default 0.5")
+    ppo_args.add_argument("--normalize-advantages", action=flag, help="default on")
+    ppo_args.add_argument("--seed", type=int, help="default 0")
+    net = parser.add_argument_group("network")
+    net.add_argument("--hidden-width", type=int, help="default 256")
+    net.add_argument("--hidden-depth", type=int, help="hidden layers per torso, default 2")
+    net.add_argument("--activation", choices=ACTIVATION_CHOICES, help="default tanh")
+    net.add_argument("--separate-torsos", action=flag,
+                     help="separate actor and critic MLPs (default on)")
+    net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,
+                     help="matmul dtype, default float32 (parameters stay float32)")
+    run = parser.add_argument_group("run management")
+    run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>")
+    run.add_argument("--checkpoint-dir", default="checkpoints")
+    run.add_argument("--save-interval-minutes", type=float, default=10.0)
+    run.add_argument("--save-interval", type=int, help="also save every N updates")
+    run.add_argument("--keep-checkpoints", type=int, default=3)
+    run.add_argument("--updates-per-chunk", type=int, default=10,
+                     help="updates per jitted chunk; logging happens between chunks")
+    run.add_argument("--resume", metavar="PATH", help="checkpoint file, or run directory (latest)")
+    run.add_argument("--weights-only", action="store_true",
+                     help="with --resume: load only the parameters into a new run")
+    run.add_argument("--stop-after-updates", type=int,
+                     help="save and stop after this many updates in this session")
+    run.add_argument("--eval-interval", type=int, help="evaluate every N updates (default off)")
+    run.add_argument("--eval-envs", type=int, default=64)
+    run.add_argument("--eval-max-steps", type=int, default=2000)
+    run.add_argument("--compile-cache-dir", default=DEFAULT_COMPILE_CACHE_DIR)
+    run.add_argument("--no-compile-cache", action="store_true")
+    run.add_argument("--no-wandb", action="store_true")
+    run.add_argument("--wandb-project", default="hackmatrix")
+    run.add_argument("--wandb-entity")
+    run.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
+    run.add_argument("--no-artifact", action="store_true",
+                     help="do not upload checkpoints to wandb as artifact versions")
+    run.add_argument("--quiet", action="store_true")
+    return parser
+
+
+def run_options_from_args(args) -> RunOptions:
+    return RunOptions(
+        run_name=args.run_name, checkpoint_dir=args.checkpoint_dir,
+        save_interval_minutes=args.save_interval_minutes, save_interval=args.save_interval,
+        keep_checkpoints=args.keep_checkpoints, updates_per_chunk=args.updates_per_chunk,
+        eval_interval=args.eval_interval, eval_envs=args.eval_envs,
+        eval_max_steps=args.eval_max_steps, wandb=not args.no_wandb,
+        wandb_project=args.wandb_project, wandb_entity=args.wandb_entity,
+        wandb_mode=args.wandb_mode, artifact=not args.no_wandb and not args.no_artifact,
+        compile_cache_dir=None if args.no_compile_cache else args.compile_cache_dir,
+        quiet=args.quiet)
+
+
+def config_from_args(args, base: TrainConfig | None, local_devices: int) -> TrainConfig:
+    """Explicit flags over ``base`` (a checkpoint's config) or over the defaults with the
+    auto-scaled minibatch count and epochs."""
+    explicit = {name: getattr(args, name) for name in _CONFIG_FLAGS
+                if getattr(args, name) is not None}
+    if base is not None:
+        return base.replace(**explicit)
+    config = TrainConfig().replace(**explicit)
+    if "num_devices" not in explicit:
+        config = config.replace(num_devices=local_devices)
+    for name in ("num_envs", "num_steps", "num_devices"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
+                                       explicit.get("num_minibatches"),
+                                       explicit.get("update_epochs"), config.num_devices)
+    print(f"batch {config.num_envs} envs x {config.num_steps} steps = "
+          f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
+    return config.replace(num_minibatches=scaled.num_minibatches,
+                          update_epochs=scaled.update_epochs)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    options = run_options_from_args(args)
+    try:
+        validate_run_options(options)
+        if args.weights_only and not args.resume:
+            raise ConfigError("--weights-only needs --resume PATH")
+        if args.stop_after_updates is not None and args.stop_after_updates < 1:
+            raise ConfigError(f"--stop-after-updates must be >= 1, got {args.stop_after_updates}")
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    # Imported after the cheap checks so that bad flags fail fast.
+    import jax
+    from purejaxrl.checkpoint import CheckpointError, load_checkpoint
+    from purejaxrl.train import train
+
+    checkpoint = None
+    try:
+        base = None
+        if args.resume:
+            checkpoint = load_checkpoint(args.resume)
+            print(f"loaded {checkpoint['path']} (update {checkpoint['update']})", flush=True)
+            if not args.weights_only:
+                base = TrainConfig.from_dict(checkpoint["config"])
+                if base.num_devices > jax.local_device_count() and args.num_devices is None:
+                    raise ConfigError(
+                        f"the checkpoint was trained on {base.num_devices} devices but only "
+                        f"{jax.local_device_count()} are available; pass --num-devices N to "
+                        "continue on N devices (same global batch; the minibatch shuffles, "
+                        "hence the exact numbers, then differ from the original split)")
+        config = config_from_args(args, base, jax.local_device_count())
+        validate_config(config)
+        if config.num_devices > jax.local_device_count():
+            raise ConfigError(f"--num-devices {config.num_devices} but only "
+                              f"{jax.local_device_count()} local devices")
+        result = train(config, options, checkpoint=checkpoint, weights_only=args.weights_only,
+                       stop_after_updates=args.stop_after_updates)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except Exception as error:
+        if type(error).__module__.startswith("wandb"):
+            print(f"error: wandb failed ({type(error).__name__}: {error}); log in with "
+                  "`wandb login`, or pass --wandb-mode offline or --no-wandb", file=sys.stderr)
+            return 1
+        raise
+    print(f"done: {result.updates_done} updates, {result.env_steps:,} env steps; "
+          f"last checkpoint {result.last_checkpoint}", flush=True)
+    return 130 if result.interrupted else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,168 @@
+"""Rollout bookkeeping on the toy corridor (issue P1): a stored transition pairs the
+observation an action was chosen from with that action, its log-prob, value and mask; after an
+episode ends the next action is chosen from the reset observation; truncated steps carry the
+value of the final observation; episode statistics cover finished episodes only.
+
+The toy rewards depend on where the action was taken (purejaxrl/toy_env.py table), so an
+off-by-one pairing changes the numbers checked here."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purejaxrl import ppo
+from purejaxrl.config import TrainConfig
+from purejaxrl.networks import log_prob_of
+from purejaxrl.toy_env import EXIT_CELL, ToyState
+
+CONFIG = TrainConfig(env="toy", num_envs=6, num_steps=48, max_episode_steps=7, hidden_width=16,
+                     hidden_depth=1, num_minibatches=1, update_epochs=1, total_timesteps=288)
+
+
+def toy_reward(obs_player, action):
+    """The toy table, from the observation the action was chosen from."""
+    cell = int(round(float(obs_player[0]) * EXIT_CELL))
+    best = int(round(float(obs_player[2]) * EXIT_CELL))
+    reward = -0.01
+    if action == 3:
+        reward += 0.1 * (cell + 1 > best) + 1.0 * (cell + 1 == EXIT_CELL)
+    elif action == 1:
+        reward += 0.05 * cell
+    elif action == 0:
+        reward += -1.0
+    elif action == 4:
+        reward += 0.3
+    elif action == 5:
+        reward += -0.02
+    return reward
+
+
+@pytest.fixture(scope="module")
+def rollout():
+    env, env_params, network, optimizer, components = ppo.build(CONFIG)
+    runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components))
+    collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
+                                        env_params=env_params, network=network,
+                                        reward_components=components))
+    new_runner, transitions, stats = collect(runner)
+    return dict(env=env, env_params=env_params, network=network, components=components,
+                runner=runner, new_runner=new_runner,
+                transitions=jax.device_get(transitions), stats=jax.device_get(stats))
+
+
+def test_rollout_covers_terminations_and_truncations(rollout):
+    """Precondition of the tests below: the rollout has both kinds of episode end."""
+    t = rollout["transitions"]
+    assert (t.terminated & ~t.truncated).any() and t.truncated.any()
+
+
+def test_reward_matches_observation_action_pairing(rollout):
+    """reward[t] equals the toy table evaluated on (obs[t], action[t])."""
+    t = rollout["transitions"]
+    for step in range(CONFIG.num_steps):
+        for env_index in range(CONFIG.num_envs):
+            expected = toy_reward(t.obs.player[step, env_index], int(t.action[step, env_index]))
+            assert np.isclose(t.reward[step, env_index], expected, atol=1e-6), (step, env_index)
+
+
+def test_log_prob_value_and_mask_belong_to_the_stored_observation(rollout):
+    """Re-running the network on obs[t] gives the stored value and the stored log-prob of
+    action[t]; the action is legal under obs[t]'s mask."""
+    t = rollout["transitions"]
+    params = rollout["runner"].params
+    logits, values = rollout["network"].apply(params, t.obs)
+    np.testing.assert_allclose(values, t.value, atol=1e-5)
+    np.testing.assert_allclose(log_prob_of(logits, t.obs.action_mask, t.action), t.log_prob,
+                               atol=1e-5)
+    assert np.take_along_axis(t.obs.action_mask, t.action[..., None], axis=-1).all()
+
+
+def test_next_action_after_episode_end_comes_from_reset_observation(rollout):
+    """After a done step the next stored observation is the reset observation (cell 0, best 0,
+    nothing siphoned, all time reset), not the final observation of the ended episode; and
+    without a done step, obs[t+1] is what env.step returned for action[t]."""
+    t = rollout["transitions"]
+    env, env_params = rollout["env"], rollout["env_params"]
+    reset_obs, _ = env.reset(jax.random.PRNGKey(0), env_params)
+    done = t.terminated | t.truncated
+    checked_resets = 0
+    for step in range(CONFIG.num_steps - 1):
+        for env_index in range(CONFIG.num_envs):
+            next_obs = jax.tree.map(lambda x: x[step + 1, env_index], t.obs)
+            if done[step, env_index]:
+                for a, b in zip(jax.tree.leaves(next_obs), jax.tree.leaves(reset_obs)):
+                    np.testing.assert_array_equal(a, b)
+                checked_resets += 1
+            else:
+                cell_before = round(float(t.obs.player[step, env_index, 0]) * EXIT_CELL)
+                cell_after = round(float(next_obs.player[0]) * EXIT_CELL)
+                action = int(t.action[step, env_index])
+                move = {3: 1, 2: -1}.get(action, 0)
+                assert cell_after == cell_before + move
+    assert checked_resets > 0
+
+
+def test_truncation_bootstrap_uses_final_observation_value(rollout):
+    """bootstrap_value = V(info["final_observation"]) on truncated steps, 0 elsewhere; the final
+    observation (last cell of the ended episode) is rebuilt by stepping the env from obs[t]."""
+    t = rollout["transitions"]
+    network, params = rollout["network"], rollout["runner"].params
+    truncated = t.truncated & ~t.terminated
+    assert not t.bootstrap_value[~t.truncated].any()
+    steps, envs = np.nonzero(truncated)
+    assert len(steps) > 0
+    checked = 0
+    for step, env_index in zip(steps, envs):
+        player = t.obs.player[step, env_index]
+        cell, best = round(player[0] * EXIT_CELL), round(player[2] * EXIT_CELL)
+        action = int(t.action[step, env_index])
+        final_cell = cell + {3: 1, 2: -1}.get(action, 0)
+        final_state = ToyState(cell=jnp.int32(final_cell), best_cell=jnp.int32(max(best, final_cell)),
+                               siphoned=jnp.bool_(player[1] > 0 or action == 4),
+                               time=jnp.int32(CONFIG.max_episode_steps))
+        _, expected = network.apply(params, rollout["env"].observation(final_state))
+        np.testing.assert_allclose(t.bootstrap_value[step, env_index], expected, atol=1e-5)
+        # It differs from the value of the reset observation stored next (that is the bug
+        # this guards against: bootstrapping a truncated episode from the new episode).
+        differs_from_reset = final_cell > 0 or best > 0 or player[1] > 0 or action == 4
+        if step + 1 < CONFIG.num_steps and differs_from_reset:
+            checked += 1
+            assert not np.isclose(expected, t.value[step + 1, env_index], atol=1e-7)
+    assert checked > 0
+
+
+def test_episode_statistics_sum_finished_episodes_only(rollout):
+    """Returns/lengths logged at each done step equal the sums of that episode's rewards/steps
+    (the first episode of each env starts at step 0; the unfinished tail is not logged)."""
+    t, stats = rollout["transitions"], rollout["stats"]
+    done = t.terminated | t.truncated
+    expected_returns, expected_lengths = [], []
+    for env_index in range(CONFIG.num_envs):
+        total, length = 0.0, 0
+        for step in range(CONFIG.num_steps):
+            total += float(t.reward[step, env_index])
+            length += 1
+            if done[step, env_index]:
+                expected_returns.append(total)
+                expected_lengths.append(length)
+                total, length = 0.0, 0
+    assert np.isclose(stats["episodes"].sum(), len(expected_returns))
+    assert np.isclose(stats["return_sum"].sum(), sum(expected_returns), atol=1e-4)
+    assert np.isclose(stats["length_sum"].sum(), sum(expected_lengths))
+    # The per-component breakdown adds up to the return.
+    assert np.isclose(stats["breakdown_sum"].sum(), sum(expected_returns), atol=1e-4)
+    assert stats["masked_actions_sampled"].sum() == 0 and stats["invalid_actions"].sum() == 0
+    # Truncations are episode ends by the time limit only.
+    assert stats["truncations"].sum() == (t.truncated & ~t.terminated).sum()
+
+
+def test_action_kind_fractions_use_action_index_and_shot_flag(rollout):
+    """move = direction without a shot, shot = toy action 1 (down), siphon = 4, program >= 5."""
+    t, stats = rollout["transitions"], rollout["stats"]
+    counts = stats["action_counts"].sum(axis=(0, 1))
+    a = t.action
+    expected = [np.sum((a < 4) & (a != 1)), np.sum(a == 1), np.sum(a == 4), np.sum(a >= 5)]
+    np.testing.assert_array_equal(counts, expected)
