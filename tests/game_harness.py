@@ -14,13 +14,13 @@ PARAMS = ENV.default_params
 
 
 @functools.cache
-def _jitted_step_env():
-    return jax.jit(ENV.step_env)
+def _jitted_step_env(env):
+    return jax.jit(env.step_env)
 
 
-def step(state, action, seed=0):
+def step(state, action, seed=0, env=ENV):
     """One step without auto-reset: (obs, state, reward, terminated, info)."""
-    return _jitted_step_env()(jax.random.PRNGKey(seed), state, jnp.int32(action), PARAMS)
+    return _jitted_step_env(env)(jax.random.PRNGKey(seed), state, jnp.int32(action), PARAMS)
 
 
 def scenario(**fields):
