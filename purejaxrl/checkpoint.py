@@ -56,6 +56,14 @@ def list_checkpoints(run_dir: str) -> list[tuple[int, str]]:
     return sorted(found)
 
 
+def _env_version(config: dict):
+    """The HackMatrix contract version the run was trained on (None for other envs)."""
+    if config.get("env") != "hackmatrix":
+        return None
+    import envs.hackmatrix
+    return envs.hackmatrix.ENV_VERSION
+
+
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
                     run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
                     keep: int) -> str:
@@ -72,6 +80,7 @@ def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, en
         "wandb_run_id": wandb_run_id,
         "elapsed_seconds": float(elapsed_seconds),
         "versions": package_versions(),
+        "env_version": _env_version(config),
         "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }
     path = checkpoint_path(run_dir, update)

@@ -89,3 +89,15 @@ def test_spaces():
 def test_bad_options_are_rejected():
     with pytest.raises(ValueError, match="reward_shaping"):
         HackMatrix(reward_shaping="dense")
+
+
+def test_states_from_reset_step_and_set_state_share_one_signature():
+    """A state's abstract type (shapes, dtypes, no weak types) is the same whichever way it was
+    made, so a jitted step compiles once for all of them."""
+    def signature(tree):
+        return [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(jax.eval_shape(lambda t: t, tree))]
+
+    _, reset_state = jax.eval_shape(ENV.reset, jax.random.PRNGKey(0), PARAMS)
+    stepped = jax.eval_shape(ENV.step, jax.random.PRNGKey(0), reset_state, 0, PARAMS)[1]
+    assert signature(reset_state) == signature(stepped) == signature(scenario())
+    assert not any(weak for _, _, weak in signature(reset_state))

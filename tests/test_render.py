@@ -158,3 +158,115 @@ def test_batched_state_is_refused():
     batched = jax.tree.map(lambda x: jnp.stack([x, x]), set_state({"player": {"row": 0, "col": 0}}))
     with pytest.raises(ValueError, match="single state"):
         render_text(batched)
+
+
+# --- frames (issue 6): one dict per displayed step, shared by the text, image and HTML views ----
+
+import json  # noqa: E402
+import re  # noqa: E402
+
+import numpy as np  # noqa: E402
+
+from envs.hackmatrix.render import action_name, format_frame, frame_view  # noqa: E402
+from envs.hackmatrix.render_html import replay_html  # noqa: E402
+from envs.hackmatrix.render_image import COLOURS, FRAME_SIZE, render_image  # noqa: E402
+from envs.hackmatrix.render_image import _cell_box  # noqa: E402
+
+AGENT_BOARD = (
+    "  0      1      2      3      4      5\n"
+    "5 .      .      .      .      .      X\n"
+    "4 .      V1!+D3 .      .      .      .\n"
+    "3 t2     .      .      .      .      .\n"
+    "2 .      .      #3/3*  .      C?     .\n"
+    "1 .      .      #?     .      .      .\n"
+    "0 @      .      .      e2     .      S"
+)
+
+
+def policy_probs():
+    """up 0.5, right 0.3, WAIT (action 5 + 5) 0.2, every other action masked (0)."""
+    probs = np.zeros(28, np.float32)
+    probs[[0, 3, 10]] = [0.5, 0.3, 0.2]
+    return probs
+
+
+def test_action_names():
+    """Directions are named by what info["shot"] says happened; programs upper-case."""
+    assert action_name(0, shot=False) == "move up"
+    assert action_name(2, shot=True) == "shoot left"
+    assert action_name(1) == "move/shoot down"
+    assert action_name(4) == "siphon"
+    assert action_name(5) == "PUSH" and action_name(21) == "D_BOM" and action_name(27) == "HACK"
+    with pytest.raises(ValueError):
+        action_name(28)
+
+
+def test_golden_frame_text_with_action_policy_and_reward():
+    """The board as render_text shows it, then the action, the reward with its non-zero
+    components in Swift's evaluation order (§8.2: step_penalty before kills), the value and
+    the likeliest legal actions, the outcome."""
+    frame = frame_view(board(), step=4, action=0, shot=True, probs=policy_probs(), value=1.25,
+                       reward=0.49, breakdown={"victory": 0.0, "kills": 0.5, "step_penalty": -0.01},
+                       outcome="died")
+    expected = HEADER.format(show="no") + AGENT_BOARD + (
+        "\nstep 4: action shoot up\n"
+        "reward +0.4900 = step_penalty -0.0100  kills +0.5000\n"
+        "value +1.2500  policy up 50.0%  right 30.0%  WAIT 20.0%\n"
+        "episode over: died"
+    )
+    assert format_frame(frame) == expected
+    assert format_frame(frame_view(board())) == render_text(board())
+
+
+def test_colour_text_strips_to_the_plain_text_and_dims_hidden_parts():
+    frame = frame_view(board(), reveal=True, step=0, action=4, probs=policy_probs(), value=0.0)
+    coloured = format_frame(frame, color=True, legend=True)
+    assert "\x1b[" in coloured
+    assert re.sub(r"\x1b\[[0-9;]*m", "", coloured) == format_frame(frame, legend=True)
+    assert "\x1b[2m(C2)\x1b[0m" in coloured  # the hidden cryptog, revealed, is dimmed
+    assert "C? last-known cell of a hidden cryptog" in coloured
+
+
+def test_frame_view_is_json_and_follows_visibility():
+    """§9.1: without reveal the cryptog is absent (hinted at (2,4)) and the question block's
+    content is None; with reveal both are present and marked hidden."""
+    agent = frame_view(board(), probs=policy_probs(), top_k=2,
+                       action_mask=np.arange(28) == 14)
+    json.dumps(agent)
+    cell = lambda frame, row, col: frame["cells"][row * 6 + col]  # noqa: E731
+    assert cell(agent, 3, 4)["enemies"] == [] and cell(agent, 2, 4)["cryptog_hint"]
+    assert cell(agent, 1, 2)["block"]["program"] is None
+    revealed = frame_view(board(), reveal=True)
+    revealed_enemies = cell(revealed, 3, 4)["enemies"]
+    assert [(e["type"], e["hidden"]) for e in revealed_enemies] == [("cryptog", True)]
+    assert cell(revealed, 1, 2)["block"]["program"] == "push"
+    # Top-k over legal actions only; direction probabilities in U, D, L, R order.
+    assert [t["name"] for t in agent["policy"]["top"]] == ["up", "right"]
+    assert agent["policy"]["directions"] == pytest.approx([0.5, 0.0, 0.0, 0.3])
+    # Owned programs in acquisition order (UNDO then PUSH), costs from game-rules §1.3.
+    assert agent["programs"] == [
+        {"action": 14, "name": "UNDO", "credits": 1, "energy": 0, "valid": True},
+        {"action": 5, "name": "PUSH", "credits": 0, "energy": 2, "valid": False}]
+
+
+def test_image_frame_has_fixed_size_player_disc_and_hides_the_cryptog():
+    frame = frame_view(board(), step=0, action=0, shot=False, probs=policy_probs(), value=0.1)
+    image = render_image(frame)
+    assert image.size == FRAME_SIZE
+    x0, y0, x1, y1 = _cell_box(0, 0)  # the player's cell: a yellow disc at its centre
+    assert image.getpixel(((x0 + x1) // 2 + 9, (y0 + y1) // 2)) == COLOURS["player"]
+    revealed = render_image(frame_view(board(), reveal=True, step=0, action=0, shot=False,
+                                       probs=policy_probs(), value=0.1))
+    box = _cell_box(3, 4)
+    assert np.any(np.asarray(image.crop(box)) != np.asarray(revealed.crop(box)))
+    assert render_image(frame_view(board(), reveal=True)).size == FRAME_SIZE
+
+
+def test_html_replay_embeds_frames_safely_and_offline():
+    frames = [dict(frame_view(board(), step=0, outcome="</script><b>x"), episode=0)]
+    page = replay_html(frames, title="t <&>")
+    assert not re.search(r"https?://", page)
+    assert page.count("</script>") == 2  # the frames' own "</" is escaped as "<\/"
+    data = page[page.index('id="frames">') + len('id="frames">'):page.index("</script>")]
+    assert json.loads(data)[0]["outcome"] == "</script><b>x"
+    assert "<title>t &lt;&amp;&gt;</title>" in page

@@ -17,7 +17,7 @@ from . import bitboard as bb
 from . import history, spawn
 from .constants import (BLOCK, CRYPTOG, ENEMY_MAX_HP, ENEMY_SPEED, GLITCH, GRID, MANHATTAN,
                         N_CELLS, NEIGHBOUR, VIRUS)
-from .entities import cell_index
+from .entities import cell_index, list_rank
 from .state import Enemies, EnvState
 
 _UNREACHED = 1000
@@ -35,8 +35,7 @@ def hatch_transmissions(state: EnvState) -> EnvState:
     t, e = state.transmissions, state.enemies
     hatching = t.active & (t.turns <= 1)
     # Rank of each hatching transmission in list order and of each free enemy slot.
-    earlier = hatching[None, :] & (t.seq[None, :] < t.seq[:, None])
-    rank_t = jnp.sum(earlier, axis=1)
+    rank_t = list_rank(hatching, t.seq)
     free = ~e.active
     rank_e = jnp.cumsum(free) - 1
     match = (hatching[:, None] & free[None, :]

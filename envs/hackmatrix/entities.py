@@ -24,6 +24,12 @@ def first_in_order(mask: jax.Array, seq: jax.Array):
     return found, (jnp.arange(mask.shape[0]) == slot) & found
 
 
+def list_rank(active: jax.Array, seq: jax.Array) -> jax.Array:
+    """i32[N]: position of each active slot in list order (0 = first)."""
+    earlier = active[None, :] & (seq[None, :] < seq[:, None])
+    return jnp.sum(earlier, axis=1, dtype=jnp.int32)
+
+
 def _first_free(active: jax.Array):
     free = ~active
     return jnp.any(free), (jnp.arange(active.shape[0]) == jnp.argmax(free)) & free

@@ -22,7 +22,8 @@ from .constants import (BASE_SCHEDULE_INTERVAL, BLOCK, BONUS_CREDITS, BONUS_ENER
                         MAX_BLOCKS, MIN_BLOCKS, N_CELLS, N_PROGRAMS, PROGRAM_SPAWN_COST)
 from .entities import cell_index, enemy_cell_mask, transmission_cell_mask
 from .sparse import sparse_update
-from .spawn import spawn_transmissions, uniform_below, unit_interval
+from .rng import uniform_below, unit_interval
+from .spawn import spawn_transmissions
 from .state import (HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, Grid, blank_state)
 
 _CELLS = np.arange(N_CELLS, dtype=np.int32)
@@ -164,7 +165,7 @@ def _generate_stage(state: EnvState, key: jax.Array) -> EnvState:
     is_block = _place_block_layout(k_layout, allowed, block_count, exit_cell)
     points, program, spawn, question = _block_contents(bits[0:4], is_block)
     content = jnp.where(is_block, BLOCK,
-                        jnp.where(is_exit, EXIT, jnp.where(is_siphon, DATA_SIPHON, EMPTY)))
+                        jnp.where(is_exit, EXIT, jnp.where(is_siphon, DATA_SIPHON, EMPTY))).astype(jnp.int32)
 
     # Step 7 (§3.5).
     credits, energy = _resources(bits[4:6], content)

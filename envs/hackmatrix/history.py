@@ -11,6 +11,7 @@ a push or pop reads and writes one ring slot only.
 import jax
 import jax.numpy as jnp
 
+from .entities import list_rank
 from .state import EnvState, History, Snapshot, take_snapshot
 
 
@@ -27,15 +28,9 @@ def _select(enabled, new, old):
     return jax.tree.map(lambda a, b: jnp.where(enabled, a, b), new, old)
 
 
-def _list_rank(active: jax.Array, seq: jax.Array) -> jax.Array:
-    """i32[N]: position of each active slot in list order (0 = first)."""
-    earlier = active[None, :] & (seq[None, :] < seq[:, None])
-    return jnp.sum(earlier, axis=1, dtype=jnp.int32)
-
-
 def _fresh_seq(active: jax.Array, seq: jax.Array, first) -> jax.Array:
     """New list keys first, first + 1, ... for the active slots, in their saved list order."""
-    return jnp.where(active, first + _list_rank(active, seq), seq)
+    return jnp.where(active, first + list_rank(active, seq), seq)
 
 
 def push_snapshot(state: EnvState, enabled=True) -> EnvState:

@@ -11,6 +11,7 @@ Every engine method returns JSON-shaped values; a request the engine refuses rai
 ``EngineError`` with the engine's message.
 """
 
+import abc
 import json
 import os
 import subprocess
@@ -32,26 +33,27 @@ class StepResult(NamedTuple):
     info: dict
 
 
-class Engine:
-    """The parity interface: reset(), set_state(scenario), step(action), valid_actions(),
-    internal_state(), close()."""
+class Engine(abc.ABC):
+    """The parity interface. reset() and set_state(scenario) return the raw observation (§9.1);
+    step(action) a ``StepResult`` (§10.3); valid_actions() the ascending valid indices (§7);
+    internal_state() the ``getInternalState`` object."""
 
     name = "engine"
 
-    def reset(self) -> dict:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def reset(self) -> dict: ...
 
-    def set_state(self, scenario: dict) -> dict:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def set_state(self, scenario: dict) -> dict: ...
 
-    def step(self, action: int) -> StepResult:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def step(self, action: int) -> StepResult: ...
 
-    def valid_actions(self) -> list:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def valid_actions(self) -> list: ...
 
-    def internal_state(self) -> dict:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def internal_state(self) -> dict: ...
 
     def close(self) -> None:
         pass
@@ -126,10 +128,6 @@ class ProtocolEngine(Engine):
         self.process = subprocess.Popen(
             self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
             cwd=_REPO_ROOT, env=env, text=True, encoding="utf-8", bufsize=1)
-
-    @property
-    def is_swift(self) -> bool:
-        return self.command[0] == os.environ.get(BINARY_ENV_VAR)
 
     def send_line(self, line: str) -> dict:
         """Send one raw request line and return the decoded reply (errors included)."""

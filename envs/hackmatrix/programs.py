@@ -14,9 +14,10 @@ from .constants import (ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BO
                         DELAY, EMPTY, ENEMY_MAX_HP, EXCH, GRID, HACK, N_CELLS, N_PROGRAMS, N_STAGES,
                         POLY, PROGRAM_COST_CREDITS, PROGRAM_COST_ENERGY, PULL, PUSH, REDUC, RESET,
                         ROW, SCORE, SHOW, SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
-from .entities import (cell_index, damage_enemies, enemies_on, first_in_order, remove_dead_enemies,
+from .entities import (cell_index, list_rank, damage_enemies, enemies_on, first_in_order, remove_dead_enemies,
                        remove_enemies, remove_transmissions, transmissions_on)
 from .history import undo
+from .rng import uniform_below
 from .state import Enemies, EnvState, Player, Transmissions
 
 
@@ -91,12 +92,6 @@ class ProgramEvents:
     ends_turn: jax.Array  # bool: WAIT; the caller runs the enemy turn (§3 step 7)
 
 
-def _list_rank(active: jax.Array, seq: jax.Array) -> jax.Array:
-    """i32[N]: position of each active slot in list order (0 = first)."""
-    earlier = active[None, :] & (seq[None, :] < seq[:, None])
-    return jnp.sum(earlier, axis=1, dtype=jnp.int32)
-
-
 def _first_on_its_cell(rows, cols, active, seq) -> jax.Array:
     """bool[N]: active slots that come first in list order among the active slots on their cell."""
     cells = cell_index(rows, cols)
@@ -140,15 +135,10 @@ def _push_pull_positions(enemies: Enemies, player: Player, pull):
     return (jnp.where(moves, target_row, enemies.row), jnp.where(moves, target_col, enemies.col))
 
 
-def _uniform_below(bits: jax.Array, n) -> jax.Array:
-    """Uniform integer in [0, n) from 32 random bits; the modulo bias is below n / 2**32."""
-    return (bits % jnp.asarray(n, jnp.uint32)).astype(jnp.int32)
-
-
 def _polymorph(enemies: Enemies, bits: jax.Array, enabled) -> Enemies:
     """POLY (§4.5): every enemy gets a type uniform over the three others; its damage carries
     over (hp = maxHP(new) - (maxHP(old) - hp)); a new cryptog's last-known cell is its cell."""
-    draw = _uniform_below(bits, 3)
+    draw = uniform_below(bits, 3)
     new_kind = draw + (draw >= enemies.kind).astype(jnp.int32)  # skips the current type
     max_hp = jnp.asarray(ENEMY_MAX_HP)
     new_hp = max_hp[new_kind] - (max_hp[enemies.kind] - enemies.hp)
@@ -165,10 +155,10 @@ def _warp_pick(enemies: Enemies, transmissions: Transmissions, bits: jax.Array):
     list order]. Returns (found, row, col, picked_an_enemy)."""
     enemy_count = jnp.sum(enemies.active, dtype=jnp.int32)
     total = enemy_count + jnp.sum(transmissions.active, dtype=jnp.int32)
-    pick = _uniform_below(bits, jnp.maximum(total, 1))
-    picked_enemy = enemies.active & (_list_rank(enemies.active, enemies.seq) == pick)
+    pick = uniform_below(bits, jnp.maximum(total, 1))
+    picked_enemy = enemies.active & (list_rank(enemies.active, enemies.seq) == pick)
     picked_transmission = transmissions.active & (
-        enemy_count + _list_rank(transmissions.active, transmissions.seq) == pick)
+        enemy_count + list_rank(transmissions.active, transmissions.seq) == pick)
     row = (jnp.sum(jnp.where(picked_enemy, enemies.row, 0))
            + jnp.sum(jnp.where(picked_transmission, transmissions.row, 0)))
     col = (jnp.sum(jnp.where(picked_enemy, enemies.col, 0))

@@ -66,6 +66,12 @@ def enable_compilation_cache(cache_dir: str | None = None) -> str | None:
     return cache_dir
 
 
+def _strongly_typed(tree):
+    """The same values without JAX weak types. Generation and the step leave some int32 leaves
+    weakly typed while ``set_state`` builds strong ones; one signature means one compiled step."""
+    return jax.tree.map(lambda x: x.astype(x.dtype), tree)
+
+
 @functools.cache
 def _compiled(env):
     """The three jitted single-game functions of ``env`` (compiled on first use, once per
@@ -76,14 +82,15 @@ def _compiled(env):
     def reset(seed_key, count):
         key = jax.random.fold_in(jax.random.fold_in(seed_key, RESET_STREAM), count)
         obs, state = env.reset_env(key, params)
-        return state, obs.action_mask
+        return _strongly_typed(state), obs.action_mask
 
     @jax.jit
     def step(seed_key, count, state, action):
         key = jax.random.fold_in(jax.random.fold_in(seed_key, STEP_STREAM), count)
         obs, state, reward, terminated, info = env.step_env(key, state, action, params)
         flags = {name: info[name] for name in ("invalid_action", "stage_complete", "died")}
-        return state, obs.action_mask, reward, terminated, info["reward_breakdown"], flags
+        return (_strongly_typed(state), obs.action_mask, reward, terminated,
+                info["reward_breakdown"], flags)
 
     return reset, step, jax.jit(action_mask)
 
@@ -167,7 +174,7 @@ class HeadlessGame:
 
     def internal_state(self) -> dict:
         if not self.has_game:
-            return json.loads(json.dumps(NO_GAME_INTERNAL_STATE))
+            return {**NO_GAME_INTERNAL_STATE, "enemies": []}
         return internal_state(self._host)
 
 
@@ -273,7 +280,11 @@ def main(argv=None) -> int:
     cache = enable_compilation_cache(args.compilation_cache)
     log.info("compilation cache: %s", cache)
     server = Server(HeadlessGame(seed=args.seed))
-    for line in sys.stdin:
+    for raw in sys.stdin.buffer:
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            line = ""  # not JSON text: answered "Invalid command" like any undecodable line
         log.debug("request %s", line.rstrip("\n"))
         reply = server.handle(line)
         replies.write(encode_reply(reply) + "\n")

@@ -322,8 +322,8 @@ def frame_view(state, *, reveal: bool = False, step=None, action=None, shot=None
     reward_view = None
     if reward is not None:
         # Swift's evaluation order (§8.2), whatever order the pytree dict came in.
-        names = sorted(breakdown or {}, key=lambda n: (REWARD_FIELDS.index(n)
-                                                       if n in REWARD_FIELDS else len(REWARD_FIELDS), n))
+        order = {name: i for i, name in enumerate(REWARD_FIELDS)}
+        names = sorted(breakdown or {}, key=lambda n: (order.get(n, len(order)), n))
         components = {name: float(breakdown[name]) for name in names
                       if float(breakdown[name]) != 0.0}
         reward_view = {"total": float(reward), "components": components}

@@ -1,0 +1,37 @@
+"""Fixtures of the parity harness: one engine of each backend for the whole session.
+
+The protocol backend is ONE server process for the session (our own server, or the Swift build
+when $HACKMATRIX_BINARY names it), reused through setState; the in-process backend jits the
+environment once. Both use the persistent compilation cache, so the server reuses what the
+in-process engine compiled (and later sessions start warm).
+"""
+
+import pytest
+
+from envs.hackmatrix.parity_client import InProcessEngine, ProtocolEngine
+from envs.hackmatrix.protocol import enable_compilation_cache
+
+BACKENDS = ("in-process", "protocol")
+
+
+@pytest.fixture(scope="session", autouse=True)
+def compilation_cache():
+    return enable_compilation_cache()
+
+
+@pytest.fixture(scope="session")
+def in_process_engine(compilation_cache):
+    return InProcessEngine(seed=0)
+
+
+@pytest.fixture(scope="session")
+def protocol_engine(compilation_cache):
+    engine = ProtocolEngine(seed=0)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(params=BACKENDS)
+def engine(request):
+    """Each parity test runs once per backend."""
+    return request.getfixturevalue(f"{request.param.replace('-', '_')}_engine")

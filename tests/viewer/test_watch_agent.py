@@ -1,0 +1,160 @@
+"""scripts/watch_agent.py end to end on a tiny checkpoint (issue 6): live output names every
+action and ends with the summary table; the GIF holds one frame per step plus each episode's
+final position; the HTML replay is one self-contained file; --record then --replay reproduces
+every state and reward; missing, corrupt and incompatible checkpoints fail with a clear
+message, a non-zero exit and no traceback."""
+
+import html.parser
+import json
+import pickle
+import re
+
+import imageio.v3 as iio
+import numpy as np
+import pytest
+
+from viewer_helpers import WATCH, WATCH_EPISODES, WATCH_MAX_STEPS, run_script
+from envs.hackmatrix.constants import DIR_NAMES
+from envs.hackmatrix.render import action_name
+import watch_agent
+
+
+def step_lines(stdout):
+    return re.findall(r"^step (\d+): action (.+)$", stdout, flags=re.MULTILINE)
+
+
+def test_live_output_names_each_recorded_action_and_ends_with_the_summary(watch_run):
+    """Every step prints "step t: action <name>" (move/shoot by info["shot"], programs
+    upper-case), and the run ends with one summary row per episode."""
+    record, stdout = watch_run["record"], watch_run["stdout"]
+    actions = [a for episode in record["episodes"] for a in episode["actions"]]
+    lines = step_lines(stdout)
+    assert len(lines) == len(actions) >= WATCH_EPISODES
+    for (_, name), action in zip(lines, actions):
+        if action < 4:  # move or shoot, as info["shot"] said
+            assert name in (f"move {DIR_NAMES[action]}", f"shoot {DIR_NAMES[action]}")
+        else:
+            assert name == action_name(action)
+    summary = stdout[stdout.rindex("summary"):].splitlines()
+    assert summary[1].split() == ["episode", "return", "length", "stage", "outcome", "siphons",
+                                  "programs"]
+    assert len(summary) == 2 + WATCH_EPISODES + 1  # title, header, one row each, totals
+    for episode, row in zip(record["episodes"], summary[2:]):
+        assert row.split()[0] == str(episode["episode"])
+        assert row.split()[2] == str(len(episode["actions"]))
+        assert len(episode["actions"]) <= WATCH_MAX_STEPS
+
+
+def test_gif_has_one_frame_per_step_plus_final_positions(watch_run):
+    """Frame t shows the position the t-th action was chosen in; each episode adds its final
+    position (where the outcome is shown)."""
+    frames = iio.imread(watch_run["gif"], index=None)
+    steps = sum(len(episode["actions"]) for episode in watch_run["record"]["episodes"])
+    assert frames.shape[0] == steps + WATCH_EPISODES
+
+
+class _Collector(html.parser.HTMLParser):
+    def __init__(self):
+        super().__init__()
+        self.tags, self.attributes, self.frames_json = [], [], None
+        self._in_frames = False
+
+    def handle_starttag(self, tag, attrs):
+        self.tags.append(tag)
+        self.attributes += [value or "" for _, value in attrs]
+        self._in_frames = tag == "script" and ("id", "frames") in attrs
+
+    def handle_data(self, data):
+        if self._in_frames:
+            self.frames_json = (self.frames_json or "") + data
+
+    def handle_endtag(self, tag):
+        self._in_frames = False
+
+
+def test_html_is_self_contained(watch_run):
+    """No network: no http(s) URL anywhere, no src/href attribute, scripts and styles inline;
+    the embedded frames are valid JSON, one per displayed step."""
+    with open(watch_run["html"], encoding="utf-8") as handle:
+        text = handle.read()
+    assert text.startswith("<!DOCTYPE html>")
+    assert not re.search(r"https?://", text)
+    collector = _Collector()
+    collector.feed(text)
+    assert {"html", "head", "style", "body", "script"} <= set(collector.tags)
+    assert "link" not in collector.tags and "img" not in collector.tags
+    frames = json.loads(collector.frames_json)
+    steps = sum(len(episode["actions"]) for episode in watch_run["record"]["episodes"])
+    assert len(frames) == steps + WATCH_EPISODES
+    assert {frame["episode"] for frame in frames} == set(range(WATCH_EPISODES))
+
+
+def test_record_then_replay_reproduces_exactly(watch_run, viewer_cache):
+    """The replay re-simulates the recorded actions without the network (the checkpoint is
+    not needed) and checks every state digest and reward."""
+    result = run_script(WATCH, "--replay", watch_run["record_file"], "--quiet",
+                        "--compile-cache-dir", viewer_cache)
+    assert result.returncode == 0, result.stderr[-3000:]
+    steps = sum(len(e["actions"]) for e in watch_run["record"]["episodes"])
+    assert (f"replay reproduced the record exactly: {WATCH_EPISODES} episode(s), {steps} steps"
+            in result.stdout)
+
+
+def _recorded_result(entry):
+    return {"record": dict(entry)}
+
+
+def test_verify_replay_names_the_first_divergent_step(watch_run):
+    """A replay whose state digest or reward differs from the record is refused."""
+    recorded = watch_run["record"]["episodes"][0]
+    watch_agent.verify_replay(recorded, _recorded_result(recorded))
+    changed = dict(recorded, state_digests=["0" * 16] + recorded["state_digests"][1:])
+    with pytest.raises(watch_agent.WatchError, match="diverged at step 0"):
+        watch_agent.verify_replay(recorded, _recorded_result(changed))
+    rewards = list(recorded["rewards"])
+    rewards[-1] += 1.0
+    with pytest.raises(watch_agent.WatchError, match="reward"):
+        watch_agent.verify_replay(recorded, _recorded_result(dict(recorded, rewards=rewards)))
+
+
+def run_main(capsys, *args):
+    code = watch_agent.main([*args, "--no-compile-cache"])
+    captured = capsys.readouterr()
+    return code, captured.err
+
+
+def test_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
+    """Exit 1 with one error line, for a missing file and for a run directory without any."""
+    code, err = run_main(capsys, str(tmp_path / "nope.pkl"))
+    assert code == 1 and "error: checkpoint not found" in err and "Traceback" not in err
+    code, err = run_main(capsys, str(tmp_path))  # a directory without checkpoints
+    assert code == 1 and "no checkpoint_<update>.pkl files" in err
+
+
+def test_corrupt_checkpoint_is_a_clear_error(tmp_path, capsys):
+    """A file that does not unpickle: exit 1, the message says it cannot be read."""
+    path = tmp_path / "checkpoint_1.pkl"
+    path.write_bytes(b"\x80\x04 this is not a pickle")
+    code, err = run_main(capsys, str(path))
+    assert code == 1 and "cannot read checkpoint" in err and "Traceback" not in err
+
+
+def test_checkpoint_of_an_incompatible_environment_is_refused(tiny_checkpoint, tmp_path, capsys):
+    """A network whose input size no longer matches the observation (another env version)."""
+    from purejaxrl.checkpoint import load_checkpoint
+    payload = load_checkpoint(tiny_checkpoint)
+    params = payload["runner_state"].params
+    first = params["params"]["MLPTorso_0"]["Dense_0"]
+    first["kernel"] = np.zeros((first["kernel"].shape[0] + 7, first["kernel"].shape[1]), np.float32)
+    path = tmp_path / "checkpoint_9.pkl"
+    with open(path, "wb") as handle:
+        pickle.dump(payload, handle)
+    code, err = run_main(capsys, str(path))
+    assert code == 1 and "incompatible" in err and "Traceback" not in err
+
+
+def test_mp4_without_imageio_ffmpeg_names_the_package(monkeypatch, capsys, tmp_path):
+    """--mp4 is refused before any work when imageio-ffmpeg is absent (exit 2)."""
+    monkeypatch.setattr(watch_agent.importlib.util, "find_spec", lambda name: None)
+    code, err = run_main(capsys, str(tmp_path), "--mp4", str(tmp_path / "a.mp4"))
+    assert code == 2 and "imageio-ffmpeg" in err
