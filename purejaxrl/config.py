@@ -65,7 +65,9 @@ class TrainConfig:
     hidden_width: int = struct.field(pytree_node=False, default=256)
     hidden_depth: int = struct.field(pytree_node=False, default=2)
     activation: str = struct.field(pytree_node=False, default="tanh")
-    separate_torsos: bool = struct.field(pytree_node=False, default=True)
+    # Shared by default: the first layer (1545 inputs) is most of the compute on CPU; a shared
+    # torso halves it (SPEC.md §4 has both measured).
+    separate_torsos: bool = struct.field(pytree_node=False, default=False)
     compute_dtype: str = struct.field(pytree_node=False, default="float32")
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)

@@ -68,7 +68,7 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso, default 2")
     net.add_argument("--activation", choices=ACTIVATION_CHOICES, help="default tanh")
     net.add_argument("--separate-torsos", action=flag,
-                     help="separate actor and critic MLPs (default on)")
+                     help="separate actor and critic MLPs (default: one shared torso)")
     net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,
                      help="matmul dtype, default float32 (parameters stay float32)")
     run = parser.add_argument_group("run management")
