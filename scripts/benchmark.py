@@ -1,0 +1,345 @@
+#!/usr/bin/env python
+"""Throughput of HackMatrix: env-only (random valid actions, ``scripts/benchmark_env.py``) and
+end-to-end PPO training (the real jitted update of ``purejaxrl.ppo``), for a list of env
+counts. Prints a table and appends one JSON line per configuration to a ledger.
+
+    python scripts/benchmark.py --mode both --num-envs 1 256 2048 8192 --num-steps 128
+    python scripts/benchmark.py --mode train --num-envs 2048 --devices 1 2 --label cpu-split
+    python scripts/benchmark.py --compare abc1234 cpu-split     # ratios B/A per configuration
+
+``--devices N`` runs each measurement in a subprocess that sees N forced host (CPU) devices
+(``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and trains data-parallel over them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import statistics
+import subprocess
+import sys
+import time
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, REPO_ROOT)  # purejaxrl, envs
+sys.path.append(os.path.join(REPO_ROOT, "scripts"))  # benchmark_env, when imported as a module
+DEFAULT_LEDGER = os.path.join("benchmarks", "results.jsonl")
+# Set in the subprocess started for --devices: the measurement runs there, not the device loop.
+CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
+# What identifies "the same configuration" across two ledger selections in --compare.
+CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count", "num_devices",
+                     "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype")
+
+
+# ---------------------------------------------------------------------------- measurement
+# jax is imported only inside these functions: XLA_FLAGS must be final before the first import.
+
+def bench_env(num_envs: int, num_steps: int, repeats: int, seed: int, reward_shaping: str) -> dict:
+    import benchmark_env
+    row = benchmark_env.bench(num_envs, num_steps, repeats, seed,
+                              {"reward_shaping": reward_shaping})
+    row["env"] = "hackmatrix"
+    return row
+
+
+def train_config(args, num_envs: int, num_devices: int):
+    """The training config the CLI would build for this batch (auto-scaled minibatches and
+    epochs); the horizon (learning-rate anneal) is the default one unless the timed updates
+    need more."""
+    from purejaxrl.config import TrainConfig, auto_scale_for_batch_size, validate_config
+    config = TrainConfig(env=args.env, reward_shaping=args.reward_shaping, num_envs=num_envs,
+                         num_steps=args.num_steps, hidden_width=args.hidden_width,
+                         separate_torsos=args.separate_torsos, compute_dtype=args.compute_dtype,
+                         num_devices=num_devices, seed=args.seed)
+    scaled = auto_scale_for_batch_size(num_envs, args.num_steps, num_devices=num_devices)
+    updates = args.updates_per_chunk * (args.repeats + 1)
+    config = config.replace(num_minibatches=scaled.num_minibatches,
+                            update_epochs=scaled.update_epochs,
+                            total_timesteps=max(config.total_timesteps,
+                                                config.batch_size * updates))
+    validate_config(config)
+    return config
+
+
+def bench_train(args, num_envs: int) -> dict:
+    """Build the trainer, compile one chunk of ``updates_per_chunk`` updates ahead of time
+    (trace+lower and XLA compile timed separately), run one warm-up chunk, then time
+    ``repeats`` chunks. Trains data-parallel over every local device."""
+    import resource
+
+    import jax
+    import numpy as np
+
+    from purejaxrl import ppo
+    from purejaxrl.networks import parameter_count
+
+    num_devices = jax.local_device_count()
+    config = train_config(args, num_envs, num_devices)
+    env, env_params, network, optimizer, reward_components = ppo.build(config)
+    mesh = ppo.make_mesh(config.num_devices)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
+                                   len(reward_components))
+    runner = ppo.shard_runner_state(runner, mesh)
+    chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, reward_components,
+                            args.updates_per_chunk, mesh)
+    # UpdateChunk.compile times lower+compile together; split them here on the same jitted
+    # function so the executable is exactly the one the trainer runs.
+    t0 = time.perf_counter()
+    lowered = chunk._jitted.lower(runner, np.int32(args.updates_per_chunk))
+    t1 = time.perf_counter()
+    chunk._compiled = lowered.compile()
+    t2 = time.perf_counter()
+    chunk.compile_seconds = t2 - t1
+
+    def run_chunk(runner):
+        start = time.perf_counter()
+        runner, metrics = chunk(runner, args.updates_per_chunk)
+        metrics = jax.device_get(metrics)  # waits for the chunk, as the training loop does
+        return runner, metrics, time.perf_counter() - start
+
+    runner, metrics, _ = run_chunk(runner)  # warm-up
+    seconds, invalid, masked = [], 0, 0
+    for _ in range(args.repeats):
+        runner, metrics, elapsed = run_chunk(runner)
+        seconds.append(elapsed)
+        invalid += int(np.sum(metrics.invalid_actions))
+        masked += int(np.sum(metrics.masked_actions_sampled))
+    updates_done = int(jax.device_get(runner.update_step))
+    sps = [args.updates_per_chunk * config.batch_size / s for s in seconds]
+    per_update = [s / args.updates_per_chunk for s in seconds]
+    from benchmark_env import git_commit
+    return {
+        "benchmark": "train", "env": config.env, "num_envs": num_envs,
+        "num_steps": config.num_steps, "num_devices": config.num_devices,
+        "global_batch": config.batch_size, "num_minibatches": config.num_minibatches,
+        "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
+        "updates_per_chunk": args.updates_per_chunk, "repeats": args.repeats,
+        "updates_done": updates_done,
+        "hidden_width": config.hidden_width, "separate_torsos": config.separate_torsos,
+        "compute_dtype": config.compute_dtype, "parameters": parameter_count(runner.params),
+        "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
+        "sps_median": round(statistics.median(sps), 1), "sps_min": round(min(sps), 1),
+        "sps_max": round(max(sps), 1),
+        "update_s_median": round(statistics.median(per_update), 4),
+        "update_s_min": round(min(per_update), 4), "update_s_max": round(max(per_update), 4),
+        "invalid_actions": invalid, "masked_actions_sampled": masked,
+        "peak_host_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
+        "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
+        "host": platform.node(), "cpus": os.cpu_count(), "config": config.to_dict(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+# ---------------------------------------------------------------------------- ledger and table
+
+def print_header() -> None:
+    print(f"{'mode':>5} {'env':>10} {'envs':>6} {'steps':>5} {'dev':>3} {'lower s':>8} "
+          f"{'compile s':>9} {'steps/s (median)':>17} {'min..max':>21} {'s/update':>9} "
+          f"{'RSS MB':>7}", flush=True)
+
+
+def print_row(row: dict) -> None:
+    per_update = f"{row['update_s_median']:>9.3f}" if "update_s_median" in row else f"{'-':>9}"
+    print(f"{row['benchmark']:>5} {row['env']:>10} {row['num_envs']:>6} {row['num_steps']:>5} "
+          f"{row['device_count']:>3} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
+          f"{row['sps_median']:>17,.0f} {row['sps_min']:>10,.0f}..{row['sps_max']:<10,.0f} "
+          f"{per_update} {row['peak_host_rss_mb']:>7.0f}", flush=True)
+    if row.get("invalid_actions") or row.get("masked_actions_sampled") or row.get("nan_reward") \
+            or row.get("max_overflow"):
+        print(f"  WARNING: invalid={row.get('invalid_actions')} "
+              f"masked={row.get('masked_actions_sampled')} overflow={row.get('max_overflow')} "
+              f"nan={row.get('nan_reward')}", file=sys.stderr)
+
+
+def append_rows(ledger: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(os.path.abspath(ledger)), exist_ok=True)
+    with open(ledger, "a") as f:
+        for row in rows:
+            f.write(json.dumps(row) + "\n")
+
+
+def read_ledger(ledger: str) -> list[dict]:
+    with open(ledger) as f:
+        return [json.loads(line) for line in f if line.strip()]
+
+
+def select_rows(rows: list[dict], selector: str) -> list[dict]:
+    """Rows whose --label equals ``selector``, else rows whose git commit starts with it."""
+    labelled = [r for r in rows if r.get("label") == selector]
+    return labelled or [r for r in rows if str(r.get("commit", "")).startswith(selector)]
+
+
+def config_key(row: dict) -> tuple:
+    env = row.get("env", "hackmatrix")  # env-only rows of benchmark_env.py carry no "env"
+    return tuple(env if name == "env" else row.get(name) for name in CONFIG_KEY_FIELDS)
+
+
+def compare(ledger: str, a: str, b: str) -> int:
+    rows = read_ledger(ledger)
+    picked = {}
+    for selector in (a, b):
+        selected = select_rows(rows, selector)
+        if not selected:
+            print(f"--compare: no ledger row in {ledger} has label or commit {selector!r}",
+                  file=sys.stderr)
+            return 2
+        # The latest row of each configuration wins (re-runs supersede earlier ones).
+        picked[selector] = {config_key(r): r for r in selected}
+    common = [k for k in picked[a] if k in picked[b]]
+    if not common:
+        print(f"--compare: {a!r} and {b!r} share no configuration", file=sys.stderr)
+        return 2
+    print(f"B/A with A={a!r}, B={b!r} (steps/s: > 1 is faster; compile: < 1 is faster)")
+    print(f"{'mode':>5} {'env':>10} {'envs':>6} {'steps':>5} {'dev':>3} {'A steps/s':>12} "
+          f"{'B steps/s':>12} {'ratio':>6} {'A compile s':>11} {'B compile s':>11} {'ratio':>6}")
+    for key in sorted(common, key=lambda k: tuple(str(x) for x in k)):
+        ra, rb = picked[a][key], picked[b][key]
+        compile_a = ra["trace_lower_s"] + ra["compile_s"]
+        compile_b = rb["trace_lower_s"] + rb["compile_s"]
+        sps_ratio = rb["sps_median"] / ra["sps_median"] if ra["sps_median"] else float("nan")
+        compile_ratio = compile_b / compile_a if compile_a else float("nan")
+        print(f"{ra['benchmark']:>5} {key[1]:>10} {ra['num_envs']:>6} {ra['num_steps']:>5} "
+              f"{ra['device_count']:>3} {ra['sps_median']:>12,.0f} {rb['sps_median']:>12,.0f} "
+              f"{sps_ratio:>6.2f} {compile_a:>11.2f} {compile_b:>11.2f} {compile_ratio:>6.2f}")
+    only = [k for k in list(picked[a]) + list(picked[b]) if k not in common]
+    if only:
+        print(f"({len(only)} configuration(s) measured on one side only, not compared)")
+    return 0
+
+
+# ---------------------------------------------------------------------------- driver
+
+def measure(args) -> list[dict]:
+    """Every configuration of ``args`` in this process (its device count is already fixed)."""
+    modes = ("env", "train") if args.mode == "both" else (args.mode,)
+    rows = []
+    for num_envs in args.num_envs:
+        for mode in modes:
+            if mode == "env":
+                row = bench_env(num_envs, args.num_steps, args.repeats, args.seed,
+                                args.reward_shaping)
+            else:
+                row = bench_train(args, num_envs)
+            if args.label:
+                row["label"] = args.label
+            rows.append(row)
+            print_row(row)
+    return rows
+
+
+def measure_in_subprocess(argv: list[str], num_devices: int) -> list[dict]:
+    """Re-run this script with N forced host devices; its rows come back as JSON on stdout
+    after a marker line (the table it prints passes through)."""
+    env = dict(os.environ)
+    env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
+                        f" --xla_force_host_platform_device_count={num_devices}").strip()
+    env[CHILD_DEVICES_ENV] = str(num_devices)
+    env.setdefault("JAX_PLATFORMS", "cpu")
+    proc = subprocess.run([sys.executable, os.path.abspath(__file__), *argv], env=env,
+                          stdout=subprocess.PIPE, text=True)
+    out = proc.stdout
+    marker = "\n" + ROWS_MARKER + "\n"
+    table, _, payload = out.partition(marker)
+    body = table.split("\n", 1)[1] if "\n" in table else ""  # drop the child's header line
+    if body.strip():
+        print(body.rstrip("\n"), flush=True)
+    if proc.returncode != 0 or not payload:
+        raise SystemExit(f"the {num_devices}-device measurement failed (exit {proc.returncode})")
+    rows = json.loads(payload)
+    if rows and rows[0]["device_count"] != num_devices:
+        raise SystemExit(f"asked for {num_devices} devices but the subprocess saw "
+                         f"{rows[0]['device_count']} (is a non-CPU backend active?)")
+    return rows
+
+
+ROWS_MARKER = "=== benchmark rows (json) ==="
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--mode", choices=("env", "train", "both"), default="both")
+    parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 256, 2048, 8192])
+    parser.add_argument("--num-steps", type=int, default=128)
+    parser.add_argument("--repeats", type=int, default=3,
+                        help="timed runs after one warm-up (median and min..max reported)")
+    parser.add_argument("--updates-per-chunk", type=int, default=4,
+                        help="train mode: PPO updates per timed jitted chunk")
+    parser.add_argument("--devices", type=int, nargs="+",
+                        help="forced host device counts, each measured in its own subprocess")
+    parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
+                        help="train mode's environment (env mode is always hackmatrix)")
+    parser.add_argument("--reward-shaping", choices=("swift", "potential"), default="swift")
+    parser.add_argument("--hidden-width", type=int, default=256)
+    parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
+                        default=False)
+    parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--label", default="", help="tag stored on every row (for --compare)")
+    parser.add_argument("--ledger", default=DEFAULT_LEDGER,
+                        help="JSON lines file to append to ('' to skip)")
+    parser.add_argument("--compare", nargs=2, metavar=("A", "B"),
+                        help="print B/A ratios of two ledger selections (label or commit prefix)")
+    return parser
+
+
+def without_devices_flag(argv: list[str]) -> list[str]:
+    out, skipping = [], False
+    for item in argv:
+        if item == "--devices" or item.startswith("--devices="):
+            skipping = item == "--devices"
+            continue
+        if skipping and not item.startswith("--"):
+            continue
+        skipping = False
+        out.append(item)
+    return out
+
+
+def main(argv=None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.compare:
+        return compare(args.ledger or DEFAULT_LEDGER, *args.compare)
+    if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1 \
+            or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []):
+        parser.error("--num-envs, --num-steps, --repeats, --updates-per-chunk and --devices "
+                     "must be positive")
+    # jax before benchmark_env: that module defaults JAX_PLATFORMS to cpu when imported first,
+    # which would hide an accelerator. JAX_PLATFORMS from the caller is honoured as usual.
+    import jax  # noqa: F401
+    from purejaxrl.config import ConfigError
+
+    if os.environ.get(CHILD_DEVICES_ENV):  # inside measure_in_subprocess: measure and hand back
+        print_header()
+        try:
+            rows = measure(args)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+        print("\n" + ROWS_MARKER)
+        print(json.dumps(rows), flush=True)
+        return 0
+
+    print_header()
+    if args.devices:
+        child_argv = without_devices_flag(argv)
+        rows = [row for n in args.devices for row in measure_in_subprocess(child_argv, n)]
+    else:
+        try:
+            rows = measure(args)
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    if args.ledger:
+        append_rows(args.ledger, rows)
+        print(f"appended {len(rows)} rows to {args.ledger}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
