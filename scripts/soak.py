@@ -11,7 +11,6 @@ import os
 import sys
 import time
 
-os.environ.setdefault("JAX_PLATFORMS", "cpu")
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from envs.hackmatrix.constants import DIR_NAMES, PROGRAM_NAMES  # noqa: E402
