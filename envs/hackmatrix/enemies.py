@@ -18,15 +18,12 @@ from . import history, spawn
 from .constants import (BLOCK, CRYPTOG, ENEMY_MAX_HP, ENEMY_SPEED, GLITCH, GRID, MANHATTAN,
                         N_CELLS, NEIGHBOUR, VIRUS)
 from .entities import cell_index, list_rank
+from .sparse import tree_where
 from .state import Enemies, EnvState
 
 _UNREACHED = 1000
 _NEIGHBOUR_SAFE = np.where(NEIGHBOUR >= 0, NEIGHBOUR, 0)
 _NEIGHBOUR_VALID = NEIGHBOUR >= 0
-
-
-def _select(flag, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
 
 
 def hatch_transmissions(state: EnvState) -> EnvState:
@@ -227,6 +224,6 @@ def run_enemy_turn(state: EnvState, key, enabled) -> tuple[EnvState, jax.Array]:
     s = s.replace(enemies=e.replace(
         disabled=jnp.where(ran & (e.disabled > 0), e.disabled - 1, e.disabled),
         stunned=jnp.where(ran, False, e.stunned)))
-    out = _select(ran, s, state)
+    out = tree_where(ran, s, state)
     out = out.replace(step_active=jnp.where(skipped, False, out.step_active))
     return history.push_snapshot(out, ran), ran  # §11: only at the end of a normal enemy turn

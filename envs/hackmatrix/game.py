@@ -22,7 +22,7 @@ from . import generation, history, programs, rewards
 from .constants import (BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, EMPTY, EXIT, GRID, N_CELLS,
                         N_STAGES, RESET, WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
 from .entities import cell_index, first_in_order
-from .sparse import sparse_update
+from .sparse import sparse_update, tree_where
 from .state import EnvState
 
 _MAX_RANGE = GRID  # a line of fire leaves the board within 6 cells
@@ -39,10 +39,6 @@ class StepEvents:
     enemy_turn_ran: jax.Array  # a normal (not STEP-skipped) enemy turn ran
     undo_exploit_completion: jax.Array  # stage completed on a board restored by UNDO (R9)
     kills: jax.Array
-
-
-def _select(flag, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
 
 
 def exit_distance(state: EnvState) -> jax.Array:
@@ -197,7 +193,7 @@ def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False)
     # At most one of the three applies; each leaves the state alone where it does not.
     # The sparse carries leave out what the work does not write (the history ring, and for
     # programs its snapshots, which UNDO only reads): less to gather, scatter and compile.
-    new = _select(dir_ok, moved_state, state)
+    new = tree_where(dir_ok, moved_state, state)
     no_quality = (jnp.bool_(True), jnp.int32(0), jnp.int32(0))
     new_wo_history, (siphon_optimal, missed_credits, missed_energy) = _sparse_siphon(
         siphon_ok, (new.replace(history=None), no_quality))

@@ -12,6 +12,7 @@ import jax
 import jax.numpy as jnp
 
 from .entities import list_rank
+from .sparse import tree_where
 from .state import EnvState, History, Snapshot, take_snapshot
 
 
@@ -22,10 +23,6 @@ def _capacity(history: History) -> int:
 def _read_slot(snapshots: Snapshot, index) -> Snapshot:
     return jax.tree.map(lambda ring: jax.lax.dynamic_index_in_dim(ring, index, keepdims=False),
                         snapshots)
-
-
-def _select(enabled, new, old):
-    return jax.tree.map(lambda a, b: jnp.where(enabled, a, b), new, old)
 
 
 def _fresh_seq(active: jax.Array, seq: jax.Array, first) -> jax.Array:
@@ -43,7 +40,7 @@ def push_snapshot(state: EnvState, enabled=True) -> EnvState:
     capacity = _capacity(history)
     slot = (history.head + 1) % capacity
     # Disabled: write the slot's own content back, so only one slot is ever touched.
-    value = _select(enabled, take_snapshot(state), _read_slot(history.snapshots, slot))
+    value = tree_where(enabled, take_snapshot(state), _read_slot(history.snapshots, slot))
     snapshots = jax.tree.map(
         lambda ring, v: jax.lax.dynamic_update_index_in_dim(ring, v, slot, 0),
         history.snapshots, value)
@@ -90,7 +87,7 @@ def undo(state: EnvState, enabled=True) -> EnvState:
                state.atk_uses, state.enemies, state.transmissions, state.grid, state.next_seq,
                state.board_from_undo)
     (player, turn, program_rank, show, calm, atk_uses, enemies, transmissions, grid, next_seq,
-     board_from_undo) = _select(enabled, restored, current)
+     board_from_undo) = tree_where(enabled, restored, current)
     return state.replace(
         player=player, turn=turn, program_rank=program_rank, show=show, calm=calm,
         atk_uses=atk_uses, enemies=enemies, transmissions=transmissions, grid=grid,

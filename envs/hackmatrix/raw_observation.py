@@ -22,12 +22,12 @@ def host_state(state):
     return s
 
 
-def _in_list_order(active, seq) -> list:
+def in_list_order(active, seq) -> list:
     slots = np.flatnonzero(np.asarray(active))
     return [int(i) for i in slots[np.argsort(np.asarray(seq)[slots], kind="stable")]]
 
 
-def _owned_programs(program_rank) -> list:
+def owned_program_actions(program_rank) -> list:
     rank = np.asarray(program_rank)
     owned = np.flatnonzero(rank >= 0)
     return [int(i) + PROGRAM_ACTION_OFFSET for i in owned[np.argsort(rank[owned], kind="stable")]]
@@ -54,8 +54,8 @@ def raw_observation(s) -> dict:
     p, g, e, t = s.player, s.grid, s.enemies, s.transmissions
     show = bool(s.show)
     player_row, player_col = int(p.row), int(p.col)
-    enemy_order = _in_list_order(e.active, e.seq)
-    transmission_order = _in_list_order(t.active, t.seq)
+    enemy_order = in_list_order(e.active, e.seq)
+    transmission_order = in_list_order(t.active, t.seq)
     cryptog_hints = []
     cells = []
     for row in range(GRID):  # row 0 (the bottom) first
@@ -103,7 +103,7 @@ def raw_observation(s) -> dict:
         "credits": int(p.credits), "energy": int(p.energy), "stage": int(s.stage),
         "turn": int(s.turn), "dataSiphons": int(p.data_siphons), "baseAttack": int(p.attack),
         "score": int(p.score), "showActivated": show, "scheduledTasksDisabled": bool(s.calm),
-        "ownedPrograms": _owned_programs(s.program_rank), "cells": cells,
+        "ownedPrograms": owned_program_actions(s.program_rank), "cells": cells,
         "cryptogHints": cryptog_hints,
     }
 
@@ -143,7 +143,7 @@ def internal_state(s) -> dict:
                      "disabledTurns": int(e.disabled[i]), "isStunned": bool(e.stunned[i]),
                      "spawnedFromSiphon": bool(e.from_siphon[i]),
                      "isFromScheduledTask": bool(e.from_scheduled[i])}
-                    for i in _in_list_order(e.active, e.seq)],
+                    for i in in_list_order(e.active, e.seq)],
     }
 
 

@@ -39,6 +39,7 @@ import numpy as np
 from .constants import (ACTION_SIPHON, BLOCK, CRYPTOG, DATA_SIPHON, DIR_NAMES, ENEMY_NAMES, EXIT,
                         GRID, N_ACTIONS, PROGRAM_ACTION_OFFSET, PROGRAM_COST_CREDITS,
                         PROGRAM_COST_ENERGY, PROGRAM_NAMES)
+from .raw_observation import in_list_order
 from .rewards import REWARD_FIELDS
 
 _MIN_CELL_WIDTH = 3
@@ -51,15 +52,10 @@ def _host(state):
     return s
 
 
-def _in_order(active, seq) -> list:
-    slots = np.flatnonzero(np.asarray(active))
-    return [int(i) for i in slots[np.argsort(np.asarray(seq)[slots], kind="stable")]]
-
-
 def _enemy_visibility(s):
     """(slots in list order, hidden flag per slot, set of cryptog-hint cells) per §9.1."""
     e, p = s.enemies, s.player
-    order = _in_order(e.active, e.seq)
+    order = in_list_order(e.active, e.seq)
     live = np.asarray(e.hp) > 0
     cryptog_hidden = ((np.asarray(e.kind) == CRYPTOG) & (np.asarray(e.row) != p.row)
                       & (np.asarray(e.col) != p.col) & ~bool(s.show))
@@ -123,7 +119,7 @@ def _cell_view(s, row, col, reveal, visibility) -> dict:
     transmissions = [dict(turns=int(t.turns[i]),
                           type=ENEMY_NAMES[int(t.kind[i])] if reveal or type_visible else None,
                           type_hidden=not type_visible)
-                     for i in _in_order(t.active, t.seq)
+                     for i in in_list_order(t.active, t.seq)
                      if int(t.row[i]) == row and int(t.col[i]) == col]
     return dict(row=row, col=col, player=(int(s.player.row), int(s.player.col)) == (row, col),
                 exit=content == EXIT, data_siphon=content == DATA_SIPHON, siphoned=siphoned,

@@ -18,6 +18,7 @@ import numpy as np
 
 from .constants import (BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EMPTY, EXIT, GRID, N_PROGRAMS,
                         PROGRAM_ACTION_OFFSET, PROGRAM_NAMES)
+from .raw_observation import in_list_order, owned_program_actions
 from .state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, blank_state
 
 # The exit setState always creates (§10.5 "Fixed side effects").
@@ -388,7 +389,7 @@ def state_to_scenario(state: EnvState) -> dict:
                    "score": int(p.score)},
         "stage": int(s.stage), "turn": int(s.turn), "showActivated": bool(s.show),
         "scheduledTasksDisabled": bool(s.calm),
-        "ownedPrograms": [int(i) + PROGRAM_ACTION_OFFSET for i in _owned_in_order(s.program_rank)],
+        "ownedPrograms": owned_program_actions(s.program_rank),
     }
     e = s.enemies
     scenario["enemies"] = [
@@ -396,24 +397,14 @@ def state_to_scenario(state: EnvState) -> dict:
          "hp": int(e.hp[i]), "stunned": bool(e.stunned[i]),
          "spawnedFromSiphon": bool(e.from_siphon[i]),
          "isFromScheduledTask": bool(e.from_scheduled[i])}
-        for i in _active_in_order(e.active, e.seq)]
+        for i in in_list_order(e.active, e.seq)]
     t = s.transmissions
     scenario["transmissions"] = [
         {"row": int(t.row[i]), "col": int(t.col[i]), "turnsRemaining": int(t.turns[i]),
          "enemyType": ENEMY_NAMES[int(t.kind[i])]}
-        for i in _active_in_order(t.active, t.seq)]
+        for i in in_list_order(t.active, t.seq)]
     scenario["blocks"], scenario["resources"] = _cells_to_scenario(s.grid)
     return scenario
-
-
-def _owned_in_order(program_rank) -> list:
-    owned = np.flatnonzero(np.asarray(program_rank) >= 0)
-    return list(owned[np.argsort(np.asarray(program_rank)[owned], kind="stable")])
-
-
-def _active_in_order(active, seq) -> list:
-    slots = np.flatnonzero(np.asarray(active))
-    return list(slots[np.argsort(np.asarray(seq)[slots], kind="stable")])
 
 
 def _cells_to_scenario(g):

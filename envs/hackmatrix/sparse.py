@@ -15,6 +15,11 @@ import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
 
+def tree_where(flag, new, old):
+    """``new`` where ``flag`` else ``old``, leaf by leaf (a per-lane select under vmap)."""
+    return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
+
+
 def _chunk_size(axis_size: int) -> int:
     # Big enough that a typical step needs one chunk, small enough to skip most lanes.
     return max(1, min(axis_size, max(16, axis_size // 32)))
