@@ -2,8 +2,9 @@
 
 A checkpoint holds the complete runner state as host (numpy) arrays: parameters, optimizer
 state (including the schedule's step count), env states, the carried observations, every RNG
-key, the episode accumulators and the update counter; plus the ``TrainConfig``, the env-step
-counter, the run name, the wandb run id and the package versions. Writes are atomic (a temp
+key, the episode accumulators and the update counter (global values: in a multi-process run
+the env states of all processes, gathered; process 0 alone writes the file); plus the ``TrainConfig``, the env-step
+counter, the run name, the wandb run id, the process count and the package versions. Writes are atomic (a temp
 file in the same directory, then ``os.replace``), so a crash mid-write never leaves a truncated
 checkpoint under the final name.
 """
@@ -66,8 +67,11 @@ def _env_version(config: dict):
 
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
                     run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
-                    keep: int) -> str:
-    """Write atomically, then delete all but the newest ``keep`` checkpoints of the run."""
+                    keep: int, num_processes: int = 1) -> str:
+    """Write atomically, then delete all but the newest ``keep`` checkpoints of the run.
+    ``runner_state`` holds global values (a multi-process run gathers them first:
+    ``distributed.runner_to_host``); ``num_processes`` is recorded because a resume needs the
+    same process count."""
     os.makedirs(run_dir, exist_ok=True)
     payload = {
         "format": CHECKPOINT_FORMAT,
@@ -79,6 +83,7 @@ def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, en
         "run_name": run_name,
         "wandb_run_id": wandb_run_id,
         "elapsed_seconds": float(elapsed_seconds),
+        "num_processes": int(num_processes),
         "versions": package_versions(),
         "env_version": _env_version(config),
         "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
@@ -116,12 +121,20 @@ def resolve_checkpoint(path: str) -> str:
     return path
 
 
-def load_checkpoint(path: str) -> dict:
-    """Load and sanity-check a checkpoint (file or run directory). Raises CheckpointError."""
+def read_checkpoint_bytes(path: str) -> tuple[str, bytes]:
+    """(file path, raw bytes) of a checkpoint file or of a run directory's newest."""
     file_path = resolve_checkpoint(path)
     try:
         with open(file_path, "rb") as handle:
-            payload = pickle.load(handle)
+            return file_path, handle.read()
+    except OSError as error:
+        raise CheckpointError(f"cannot read checkpoint {file_path}: {error}") from None
+
+
+def parse_checkpoint(data: bytes, file_path: str) -> dict:
+    """Unpickle and sanity-check checkpoint bytes. Raises CheckpointError."""
+    try:
+        payload = pickle.loads(data)
     except Exception as error:  # truncated, corrupt, or unpicklable content
         raise CheckpointError(
             f"cannot read checkpoint {file_path}: {type(error).__name__}: {error}") from None
@@ -134,5 +147,11 @@ def load_checkpoint(path: str) -> dict:
                if key not in payload]
     if missing:
         raise CheckpointError(f"{file_path} lacks {', '.join(missing)}")
+    payload.setdefault("num_processes", 1)
     payload["path"] = file_path
     return payload
+
+
+def load_checkpoint(path: str) -> dict:
+    """Load and sanity-check a checkpoint (file or run directory). Raises CheckpointError."""
+    return parse_checkpoint(*reversed(read_checkpoint_bytes(path)))

@@ -160,3 +160,22 @@ class RunLogger:
         if self.wandb_run is not None:
             self.wandb_run.finish()
             self.wandb_run = None
+
+
+class SilentLogger:
+    """The logger of processes other than 0 in a multi-process run: they write no files and
+    print nothing (process 0 reports for the whole run)."""
+
+    wandb_run_id = None
+
+    def print(self, message: str) -> None:
+        pass
+
+    def log(self, record: dict) -> None:
+        pass
+
+    def log_checkpoint_artifact(self, path: str, run_name: str, update: int) -> None:
+        pass
+
+    def close(self) -> None:
+        pass

@@ -8,9 +8,10 @@
 5. advantages                     ``compute_gae`` (terminated / truncated / trace cut)
 6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs``
 7. one update, K updates per jit  ``UpdateChunk`` (lax.scan of K updates under shard_map over
-                                  all local devices, runner state donated)
+                                  all devices, runner state donated)
 
-Data parallelism: the global env batch is split over a one-axis device mesh; every device
+Data parallelism: the global env batch is split over a one-axis device mesh (every local
+device; with several processes, every device of every process); every device
 collects its share of the rollout, gradients and statistics are averaged (``pmean``) over the
 axis, so parameters stay identical everywhere. Each env carries its own RNG key, so the
 trajectories do not depend on how envs are split over devices.
@@ -30,7 +31,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from envs.hackmatrix.observation import Observation
-from purejaxrl.config import TrainConfig
+from purejaxrl.config import ConfigError, TrainConfig
 from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_entropy,
                                 sample_masked)
 
@@ -176,38 +177,72 @@ def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
 
 
 def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic,
-                      optimizer: optax.GradientTransformation, num_components: int) -> RunnerState:
-    """The state before the first update, a pure function of ``config.seed`` (jitted)."""
+                      optimizer: optax.GradientTransformation, num_components: int,
+                      mesh: Mesh | None = None) -> RunnerState:
+    """The state before the first update, a pure function of ``config.seed`` (jitted).
 
-    def init(key):
-        net_key, reset_key, env_key, update_key = jax.random.split(key, 4)
-        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
-            jax.random.split(reset_key, config.num_envs), env_params)
+    Env ``i`` is reset with row ``i`` of one global key split, whatever the layout. With a
+    ``mesh`` every device builds only its own rows (``envs_per_device`` of them, at its
+    position on the device axis) and the result is a global array sharded like
+    ``runner_state_specs``: in a multi-process run no process creates another's envs, and the
+    state is the same for any device or process count."""
+
+    def init(first_env, count):
+        net_key, reset_key, env_key, update_key = jax.random.split(
+            jax.random.PRNGKey(config.seed), 4)
+        rows = lambda key: lax.dynamic_slice_in_dim(
+            jax.random.split(key, config.num_envs), first_env, count)
+        obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(rows(reset_key), env_params)
         params = network.init(net_key, jax.tree.map(lambda x: x[0], obs))
-        n = config.num_envs
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
-            env_keys=jax.random.split(env_key, n), update_key=update_key,
-            episode=EpisodeAccumulators(returns=jnp.zeros(n, jnp.float32),
-                                        lengths=jnp.zeros(n, jnp.int32),
-                                        breakdown=jnp.zeros((n, num_components), jnp.float32)),
+            env_keys=rows(env_key), update_key=update_key,
+            episode=EpisodeAccumulators(returns=jnp.zeros(count, jnp.float32),
+                                        lengths=jnp.zeros(count, jnp.int32),
+                                        breakdown=jnp.zeros((count, num_components),
+                                                            jnp.float32)),
             update_step=jnp.int32(0))
 
-    return jax.jit(init)(jax.random.PRNGKey(config.seed))
+    if mesh is None:
+        return jax.jit(lambda: init(0, config.num_envs))()
+    per_device = config.num_envs // mesh.size
+    local_init = lambda: init(lax.axis_index(DEVICE_AXIS) * per_device, per_device)
+    return jax.jit(jax.shard_map(local_init, mesh=mesh, in_specs=(),
+                                 out_specs=runner_state_specs(), check_vma=False))()
 
 
 def make_mesh(num_devices: int) -> Mesh:
+    """A one-axis mesh over ``num_devices`` local devices; in a multi-process run, over every
+    device of every process (the global batch is split over all of them)."""
+    if jax.process_count() > 1:
+        devices = jax.devices()
+        if num_devices != len(devices):
+            raise ConfigError(f"a multi-process run uses every device of every process: "
+                              f"--num-devices must be {len(devices)} ({jax.process_count()} "
+                              f"processes), got {num_devices}")
+        return Mesh(np.array(devices), (DEVICE_AXIS,))
     devices = jax.local_devices()
     if num_devices > len(devices):
-        raise ValueError(f"{num_devices} devices requested but only {len(devices)} are local")
+        raise ConfigError(f"--num-devices {num_devices} but only {len(devices)} devices are "
+                          "available")
     return Mesh(np.array(devices[:num_devices]), (DEVICE_AXIS,))
 
 
+def place_on_mesh(tree, mesh: Mesh, spec: P):
+    """Global arrays (sharded by ``spec``) from host values that every process holds in full;
+    each process materialises only the shards of its own devices."""
+    sharding = NamedSharding(mesh, spec)
+
+    def leaf(value):
+        value = np.asarray(value)
+        return jax.make_array_from_callback(value.shape, sharding, lambda index: value[index])
+    return jax.tree.map(leaf, tree)
+
+
 def shard_runner_state(runner: RunnerState, mesh: Mesh) -> RunnerState:
-    shardings = jax.tree.map(lambda spec: NamedSharding(mesh, spec), runner_state_specs(),
-                             is_leaf=lambda x: isinstance(x, P))
-    return jax.tree.map(lambda spec_sharding, subtree: jax.device_put(subtree, spec_sharding),
-                        shardings, runner, is_leaf=lambda x: isinstance(x, NamedSharding))
+    """Place a runner state of global host values (e.g. a checkpoint's) on the mesh."""
+    return jax.tree.map(lambda spec, subtree: place_on_mesh(subtree, mesh, spec),
+                        runner_state_specs(), runner, is_leaf=lambda x: isinstance(x, P))
 
 
 # ---------------------------------------------------------------------------- 4. rollout

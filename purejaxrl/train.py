@@ -13,12 +13,12 @@ from typing import Optional
 import jax
 import numpy as np
 
-from purejaxrl import ppo
+from purejaxrl import distributed, ppo
 from purejaxrl.checkpoint import CheckpointError, save_checkpoint
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
 from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
-from purejaxrl.logger import RunLogger, progress_line, summarize_chunk
+from purejaxrl.logger import RunLogger, SilentLogger, progress_line, summarize_chunk
 from purejaxrl.networks import parameter_count
 
 
@@ -91,10 +91,20 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
           logger: Optional[RunLogger] = None) -> TrainResult:
     """Train to ``config.total_timesteps`` (or until ``stop_after_updates`` updates are done, or
     a stop signal), starting fresh, from ``checkpoint`` (full resume: same config required), or
-    from its parameters only (``weights_only``: a new run)."""
+    from its parameters only (``weights_only``: a new run).
+
+    In a multi-process run every process calls this with the same arguments; they run the same
+    sequence of collectives, and only process 0 writes (logs, wandb, checkpoints)."""
     validate_config(config)
     validate_run_options(options)
     resuming = checkpoint is not None and not weights_only
+    primary = distributed.is_primary()
+    num_processes = jax.process_count()
+    if resuming and int(checkpoint.get("num_processes", 1)) != num_processes:
+        raise ConfigError(
+            f"the checkpoint was written by a {checkpoint.get('num_processes', 1)}-process run "
+            f"and this run has {num_processes} process(es); resume with the same process "
+            "count (or use --weights-only to start a new run from its weights)")
     if resuming:
         saved = TrainConfig.from_dict(checkpoint["config"])
         # The device count may change (another machine): the global batch and every number
@@ -114,29 +124,33 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     mesh = ppo.make_mesh(config.num_devices)
 
     if resuming:
-        runner = checkpoint["runner_state"]
+        runner = ppo.shard_runner_state(checkpoint["runner_state"], mesh)
         elapsed_before = float(checkpoint.get("elapsed_seconds", 0.0))
         wandb_run_id = checkpoint.get("wandb_run_id")
     else:
         runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
-                                       len(reward_components))
+                                       len(reward_components), mesh)
         if weights_only:
-            params = _restore_params(runner.params, checkpoint["runner_state"].params)
-            runner = runner.replace(params=params, opt_state=optimizer.init(params))
+            saved = _restore_params(runner.params, checkpoint["runner_state"].params)
+            replicated = ppo.place_on_mesh(saved, mesh, jax.sharding.PartitionSpec())
+            runner = runner.replace(params=replicated,
+                                    opt_state=jax.jit(optimizer.init)(replicated))
         elapsed_before = 0.0
         wandb_run_id = None
-    runner = ppo.shard_runner_state(runner, mesh)
     update = int(jax.device_get(runner.update_step))
 
     own_logger = logger is None
-    if own_logger:
+    if own_logger and not primary:
+        logger = SilentLogger()
+    elif own_logger:
         logger = RunLogger(run_dir, use_wandb=options.wandb, quiet=options.quiet,
                            wandb_project=options.wandb_project, wandb_entity=options.wandb_entity,
                            wandb_mode=options.wandb_mode, wandb_run_id=wandb_run_id,
                            run_name=run_name, config=config.to_dict())
     wandb_run_id = logger.wandb_run_id or wandb_run_id
 
-    derived = {"num_devices": config.num_devices, "global_batch": config.batch_size,
+    derived = {"num_devices": config.num_devices, "num_processes": num_processes,
+               "global_batch": config.batch_size,
                "num_minibatches": config.num_minibatches,
                "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
                "num_updates": config.num_updates}
@@ -144,7 +158,9 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     logger.print(f"{'resuming at' if resuming else 'starting at'} update {update}/"
                  f"{config.num_updates}; global batch {config.batch_size} = {config.num_envs} "
                  f"envs x {config.num_steps} steps over {config.num_devices} device(s) "
-                 f"({jax.default_backend()}); {config.num_minibatches} minibatches of "
+                 f"({jax.default_backend()}"
+                 + (f", {num_processes} processes" if num_processes > 1 else "")
+                 + f"); {config.num_minibatches} minibatches of "
                  f"{config.minibatch_size}; {config.update_epochs} epochs; "
                  f"{parameter_count(runner.params):,} parameters")
 
@@ -165,12 +181,15 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     train_seconds = 0.0
     last_save = time.monotonic()
 
-    def save() -> str:
+    def save() -> Optional[str]:
+        host_runner = distributed.runner_to_host(runner)  # every process takes part
+        if not primary:
+            return None
         path = save_checkpoint(
-            run_dir, runner_state=runner, config=config.to_dict(), update=update,
+            run_dir, runner_state=host_runner, config=config.to_dict(), update=update,
             env_steps=update * config.batch_size, run_name=run_name,
             wandb_run_id=wandb_run_id, elapsed_seconds=elapsed_before + train_seconds,
-            keep=options.keep_checkpoints)
+            keep=options.keep_checkpoints, num_processes=num_processes)
         if options.artifact:
             logger.log_checkpoint_artifact(path, run_name, update)
         logger.print(f"saved {path}")
@@ -178,7 +197,8 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
 
     try:
         with StopSignal() as stop:
-            while update < session_end and not stop.requested:
+            stopping = False
+            while update < session_end and not stopping:
                 num_active = min(options.updates_per_chunk, session_end - update)
                 start = time.perf_counter()
                 runner, metrics = chunk(runner, num_active)
@@ -197,7 +217,9 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                                               > previous // options.eval_interval
                                               or update == config.num_updates):
                     key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), update)
-                    results = evaluator(runner.params, key)
+                    # Each process evaluates alone (no cross-process program); all get the
+                    # same numbers, process 0 logs them.
+                    results = evaluator(distributed.local_copy(runner.params), key)
                     for mode, per_env in results.items():
                         for name, value in summarize_episodes(per_env).items():
                             record[f"eval_{mode}/{name}"] = value
@@ -208,10 +230,12 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                 due_by_updates = options.save_interval and (
                     update // options.save_interval > previous // options.save_interval)
                 due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
-                if due_by_updates or due_by_time or stop.requested or update == session_end:
+                # Clocks and signals are per process: agree, so all processes save together.
+                stopping, due_by_time = distributed.agree_any([stop.requested, due_by_time])
+                if due_by_updates or due_by_time or stopping or update == session_end:
                     last_checkpoint = save()
                     last_save = time.monotonic()
-            interrupted = stop.requested
+            interrupted = stopping
             if interrupted:
                 logger.print(f"stopped by signal at update {update}; resume with "
                              f"--resume {run_dir}")

@@ -80,8 +80,7 @@ def bench_train(args, num_envs: int) -> dict:
     env, env_params, network, optimizer, reward_components = ppo.build(config)
     mesh = ppo.make_mesh(config.num_devices)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
-                                   len(reward_components))
-    runner = ppo.shard_runner_state(runner, mesh)
+                                   len(reward_components), mesh)
     chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, reward_components,
                             args.updates_per_chunk, mesh)
     # UpdateChunk.compile times lower+compile together; split them here on the same jitted

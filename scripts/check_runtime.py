@@ -121,8 +121,7 @@ def check_training_update(args) -> str:
     env, env_params, network, optimizer, reward_components = ppo.build(config)
     mesh = ppo.make_mesh(num_devices)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
-                                   len(reward_components))
-    runner = ppo.shard_runner_state(runner, mesh)
+                                   len(reward_components), mesh)
     params_before = jax.device_get(runner.params)
     chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, reward_components,
                             1, mesh)

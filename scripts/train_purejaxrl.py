@@ -9,6 +9,11 @@ The minibatch count and the epochs follow the batch size (``auto_scale_for_batch
 given. On resume, the checkpoint's config is used; a training flag that contradicts it is an
 error naming the field (run options such as --save-interval may change). Uses every local
 device (``--num-devices`` to restrict).
+
+Multi-host (TPU pod slices): run the same command on every host. On a Cloud TPU VM the
+processes find each other by themselves (``jax.distributed.initialize``); elsewhere pass
+--coordinator-address HOST:PORT --num-processes N --process-id I. The global batch is split over
+every device of every process; only process 0 writes logs and checkpoints.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, ENV_CHOICES, REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
@@ -96,6 +102,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-artifact", action="store_true",
                      help="do not upload checkpoints to wandb as artifact versions")
     run.add_argument("--quiet", action="store_true")
+    multi = parser.add_argument_group("multi-process (multi-host)")
+    multi.add_argument("--distributed", choices=DISTRIBUTED_MODES, default="auto",
+                       help="auto (default): start jax.distributed on Cloud TPU VMs or when "
+                            "JAX_COORDINATOR_ADDRESS is set; on: always, with JAX's cluster "
+                            "auto-detection; off: one process")
+    multi.add_argument("--coordinator-address", metavar="HOST:PORT",
+                       help="process 0's address (explicit launch; with the two flags below)")
+    multi.add_argument("--num-processes", type=int, help="processes in the run")
+    multi.add_argument("--process-id", type=int, help="this process's index, 0..N-1")
     return parser
 
 
@@ -112,16 +127,16 @@ def run_options_from_args(args) -> RunOptions:
         quiet=args.quiet)
 
 
-def config_from_args(args, base: TrainConfig | None, local_devices: int) -> TrainConfig:
+def config_from_args(args, base: TrainConfig | None, devices: int, say=print) -> TrainConfig:
     """Explicit flags over ``base`` (a checkpoint's config) or over the defaults with the
-    auto-scaled minibatch count and epochs."""
+    auto-scaled minibatch count and epochs (``devices``: all devices of all processes)."""
     explicit = {name: getattr(args, name) for name in _CONFIG_FLAGS
                 if getattr(args, name) is not None}
     if base is not None:
         return base.replace(**explicit)
     config = TrainConfig().replace(**explicit)
     if "num_devices" not in explicit:
-        config = config.replace(num_devices=local_devices)
+        config = config.replace(num_devices=devices)
     for name in ("num_envs", "num_steps", "num_devices"):
         value = getattr(config, name)
         if not isinstance(value, int) or value < 1:
@@ -129,8 +144,8 @@ def config_from_args(args, base: TrainConfig | None, local_devices: int) -> Trai
     scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
                                        explicit.get("num_minibatches"),
                                        explicit.get("update_epochs"), config.num_devices)
-    print(f"batch {config.num_envs} envs x {config.num_steps} steps = "
-          f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
+    say(f"batch {config.num_envs} envs x {config.num_steps} steps = "
+        f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
     return config.replace(num_minibatches=scaled.num_minibatches,
                           update_epochs=scaled.update_epochs)
 
@@ -150,34 +165,41 @@ def main(argv=None) -> int:
 
     # Imported after the cheap checks so that bad flags fail fast.
     import jax
-    from purejaxrl.checkpoint import CheckpointError, load_checkpoint
-    from purejaxrl.train import train
+    from purejaxrl import distributed
+    from purejaxrl.checkpoint import CheckpointError
 
     checkpoint = None
     try:
+        distributed.initialize(args.distributed, args.coordinator_address, args.num_processes,
+                               args.process_id)
+        # After initialize: importing gymnax (via the envs) already starts the XLA backend.
+        from purejaxrl.train import train
+        # Devices of every process: the global batch is split over all of them.
+        available = jax.device_count()
+        say = print if distributed.is_primary() else (lambda *a, **k: None)
         base = None
         if args.resume:
-            checkpoint = load_checkpoint(args.resume)
-            print(f"loaded {checkpoint['path']} (update {checkpoint['update']})", flush=True)
+            checkpoint = distributed.load_checkpoint_everywhere(args.resume)
+            say(f"loaded {checkpoint['path']} (update {checkpoint['update']})", flush=True)
             if not args.weights_only:
                 base = TrainConfig.from_dict(checkpoint["config"])
-                if base.num_devices > jax.local_device_count() and args.num_devices is None:
+                if base.num_devices > available and args.num_devices is None:
                     raise ConfigError(
                         f"the checkpoint was trained on {base.num_devices} devices but only "
-                        f"{jax.local_device_count()} are available; pass --num-devices N to "
+                        f"{available} are available; pass --num-devices N to "
                         "continue on N devices (same global batch; the minibatch shuffles, "
                         "hence the exact numbers, then differ from the original split)")
-        config = config_from_args(args, base, jax.local_device_count())
+        config = config_from_args(args, base, available, say)
         validate_config(config)
-        if config.num_devices > jax.local_device_count():
-            raise ConfigError(f"--num-devices {config.num_devices} but only "
-                              f"{jax.local_device_count()} local devices")
+        if config.num_devices > available:
+            raise ConfigError(f"--num-devices {config.num_devices} but only {available} "
+                              "devices")
         result = train(config, options, checkpoint=checkpoint, weights_only=args.weights_only,
                        stop_after_updates=args.stop_after_updates)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    except CheckpointError as error:
+    except (CheckpointError, distributed.DistributedError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
     except Exception as error:
@@ -186,8 +208,8 @@ def main(argv=None) -> int:
                   "`wandb login`, or pass --wandb-mode offline or --no-wandb", file=sys.stderr)
             return 1
         raise
-    print(f"done: {result.updates_done} updates, {result.env_steps:,} env steps; "
-          f"last checkpoint {result.last_checkpoint}", flush=True)
+    say(f"done: {result.updates_done} updates, {result.env_steps:,} env steps; "
+        f"last checkpoint {result.last_checkpoint}", flush=True)
     return 130 if result.interrupted else 0
 
 

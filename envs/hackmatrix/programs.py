@@ -9,6 +9,7 @@ planner), so a vmapped batch mixing programs pays for each effect once.
 from flax import struct
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .constants import (ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BOM, DAEMON, DEBUG,
                         DELAY, EMPTY, ENEMY_MAX_HP, EXCH, GRID, HACK, N_CELLS, N_PROGRAMS, N_STAGES,
@@ -79,8 +80,8 @@ def can_execute(state: EnvState) -> jax.Array:
 
 
 _BIG = 2**31 - 1
-_ROW_OF_CELL = jnp.arange(N_CELLS, dtype=jnp.int32) // GRID
-_COL_OF_CELL = jnp.arange(N_CELLS, dtype=jnp.int32) % GRID
+_ROW_OF_CELL = np.arange(N_CELLS, dtype=np.int32) // GRID
+_COL_OF_CELL = np.arange(N_CELLS, dtype=np.int32) % GRID
 # Programs whose effect ends with Swift's removeDeadEnemies (§4.5, §4.7-§4.9, §4.17, §4.19, §4.23).
 _SWEEPS_DEAD = (POLY, DEBUG, ROW, COL, D_BOM, ANTI_V, HACK)
 

@@ -35,6 +35,13 @@ def run(script, *args, timeout=300):
     (["--save-interval-minutes", "0"], "--save-interval-minutes must be > 0"),
     (["--weights-only"], "--weights-only needs --resume"),
     (["--total-timesteps", "10"], "smaller than one batch"),
+    # An explicit multi-process launch needs all three of its flags, consistent.
+    (["--num-processes", "2"], "given without --coordinator-address, --process-id"),
+    (["--coordinator-address", "127.0.0.1:1", "--num-processes", "2", "--process-id", "2"],
+     "--process-id must be in 0..1"),
+    (["--coordinator-address", "localhost", "--num-processes", "2", "--process-id", "0"],
+     "must be HOST:PORT"),
+    (["--distributed", "off", "--process-id", "0"], "given with --distributed off"),
 ])
 def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
     """In-process ``main`` (the same code path as the script, without a slow subprocess)."""

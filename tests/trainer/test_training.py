@@ -193,9 +193,8 @@ def test_runner_state_is_donated_to_the_chunk(full_run):
     so device memory holds one runner state, not two."""
     from purejaxrl import ppo
     env, env_params, network, optimizer, components = ppo.build(CONFIG)
-    runner = ppo.shard_runner_state(
-        ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components)),
-        full_run.chunk.mesh)
+    runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components),
+                                   full_run.chunk.mesh)
     new_runner, _ = full_run.chunk(runner, 1)
     assert all(leaf.is_deleted() for leaf in jax.tree.leaves(runner))
     assert int(new_runner.update_step) == 1
