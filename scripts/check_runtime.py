@@ -6,10 +6,11 @@
     python scripts/check_runtime.py --expect-devices 8    # fail loudly if fewer are visible
     python scripts/check_runtime.py --force-host-devices 2  # CPU: fake 2 devices (all-reduce)
 
-Checks: backend and devices; a jitted MLP forward+backward; a jitted conv forward+backward; an
-all-reduce (psum) over every local device; one full PPO update of the real training config
-(tiny batch by default, no logging, no checkpoint); the persistent compile cache directory is
-writable.
+Checks: the distributed runtime (as the trainer starts it: on a TPU pod slice run this on every
+host at once, like the training command); backend and devices (``--expect-devices`` counts every
+device of every process); a jitted MLP forward+backward; a jitted conv forward+backward; an
+all-reduce (psum) over every device; one full PPO update of the real training config (tiny batch
+by default, no logging, no checkpoint); the persistent compile cache directory is writable.
 """
 
 from __future__ import annotations
@@ -27,6 +28,16 @@ DEFAULT_COMPILE_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "hac
 
 class CheckFailed(Exception):
     """A check's expectation did not hold; the message is the reason printed after FAIL."""
+
+
+def check_distributed(args) -> str:
+    from purejaxrl import distributed
+    started = distributed.initialize(args.distributed, args.coordinator_address,
+                                     args.num_processes, args.process_id)
+    import jax
+    if not started:
+        return "single process"
+    return f"jax.distributed: process {jax.process_index()} of {jax.process_count()}"
 
 
 def check_devices(args) -> str:
@@ -84,18 +95,19 @@ def check_conv(args) -> str:
 
 def check_all_reduce(args) -> str:
     import jax
-    import jax.numpy as jnp
     import numpy as np
-    from jax.sharding import Mesh, PartitionSpec as P
+    from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-    devices = jax.local_devices()
+    devices = jax.devices()  # every process's: the all-reduce crosses hosts
     mesh = Mesh(np.array(devices), ("d",))
     # Device i contributes i + 1; every device must end with the sum 1 + 2 + ... + n.
-    contributions = jnp.arange(1, len(devices) + 1, dtype=jnp.float32)
+    values = np.arange(1, len(devices) + 1, dtype=np.float32)
+    contributions = jax.make_array_from_callback(values.shape, NamedSharding(mesh, P("d")),
+                                                 lambda index: values[index])
     total = jax.jit(jax.shard_map(lambda x: jax.lax.psum(x, "d"), mesh=mesh,
                                   in_specs=P("d"), out_specs=P("d")))(contributions)
     expected = len(devices) * (len(devices) + 1) / 2
-    got = np.asarray(total)
+    got = np.concatenate([np.asarray(shard.data) for shard in total.addressable_shards])
     if not np.allclose(got, expected):
         raise CheckFailed(f"psum over {len(devices)} devices gave {got.tolist()}, "
                           f"expected {expected} on each")
@@ -108,7 +120,7 @@ def check_training_update(args) -> str:
     from purejaxrl import ppo
     from purejaxrl.config import TrainConfig, auto_scale_for_batch_size, validate_config
 
-    num_devices = args.num_devices or jax.local_device_count()
+    num_devices = args.num_devices or jax.device_count()
     config = TrainConfig(env=args.env, num_envs=args.num_envs or 2 * num_devices,
                          num_steps=args.num_steps,
                          hidden_width=args.hidden_width, num_devices=num_devices)
@@ -161,7 +173,7 @@ def check_compile_cache(args) -> str:
     return f"{path} writable, {entries} cached entr{'y' if entries == 1 else 'ies'}"
 
 
-CHECKS = (("devices", check_devices), ("mlp_forward_backward", check_mlp),
+CHECKS = (("distributed", check_distributed), ("devices", check_devices), ("mlp_forward_backward", check_mlp),
           ("conv_forward_backward", check_conv), ("all_reduce", check_all_reduce),
           ("training_update", check_training_update), ("compile_cache", check_compile_cache))
 
@@ -178,10 +190,15 @@ def build_parser() -> argparse.ArgumentParser:
                         help="training smoke envs (default: 2 per device)")
     parser.add_argument("--num-steps", type=int, default=8)
     parser.add_argument("--num-devices", type=int, default=0,
-                        help="training smoke devices (default: all local)")
+                        help="training smoke devices (default: all)")
     parser.add_argument("--hidden-width", type=int, default=256)
     parser.add_argument("--compile-cache-dir", default=DEFAULT_COMPILE_CACHE_DIR)
     parser.add_argument("--verbose", action="store_true", help="print tracebacks of failures")
+    multi = parser.add_argument_group("multi-process (as scripts/train_purejaxrl.py)")
+    multi.add_argument("--distributed", choices=("auto", "on", "off"), default="auto")
+    multi.add_argument("--coordinator-address", metavar="HOST:PORT")
+    multi.add_argument("--num-processes", type=int)
+    multi.add_argument("--process-id", type=int)
     return parser
 
 

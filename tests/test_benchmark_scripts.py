@@ -112,10 +112,10 @@ def test_check_runtime_passes_every_check_on_this_machine(tmp_path):
     assert result.returncode == 0, result.stdout + result.stderr[-3000:]
     lines = check_lines(result.stdout)
     assert [line.split()[1] for line in lines] == [
-        "devices", "mlp_forward_backward", "conv_forward_backward", "all_reduce",
+        "distributed", "devices", "mlp_forward_backward", "conv_forward_backward", "all_reduce",
         "training_update", "compile_cache"]
     assert all(line.startswith("PASS ") for line in lines)
-    assert "all 6 checks passed" in result.stdout
+    assert "all 7 checks passed" in result.stdout
 
 
 def test_check_runtime_fails_loudly_when_devices_are_missing(tmp_path):
@@ -125,7 +125,8 @@ def test_check_runtime_fails_loudly_when_devices_are_missing(tmp_path):
                  "2", "--compile-cache-dir", str(tmp_path / "cache"))
     assert result.returncode != 0
     lines = check_lines(result.stdout)
-    assert lines[0].startswith("FAIL devices: expected at least 99 devices but jax sees only 2")
+    assert lines[0].startswith("PASS distributed") and "single process" in lines[0]
+    assert lines[1].startswith("FAIL devices: expected at least 99 devices but jax sees only 2")
     assert "PASS all_reduce" in result.stdout and "psum over 2 device(s) = 3" in result.stdout
     assert "PASS training_update" in result.stdout and "on 2 device(s)" in result.stdout
-    assert "1 of 6 checks FAILED" in result.stdout
+    assert "1 of 7 checks FAILED" in result.stdout

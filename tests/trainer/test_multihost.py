@@ -106,8 +106,12 @@ def _launch(commands, cwds, devices):
 
 
 def _two_processes(argv_prefix, extra, cwds):
+    return _two_process_launch(argv_prefix + CONFIG_FLAGS + extra, cwds)
+
+
+def _two_process_launch(argv, cwds):
     port = _free_port()
-    commands = [argv_prefix + CONFIG_FLAGS + extra + [
+    commands = [argv + [
         "--coordinator-address", f"127.0.0.1:{port}", "--num-processes", "2",
         "--process-id", str(rank)] for rank in range(2)]
     return _launch(commands, cwds, devices=2)
@@ -233,3 +237,17 @@ def test_resume_with_another_process_count_fails_clearly(runs):
     assert code == 2
     assert "2-process run" in err and "1 process" in err
     assert "Traceback" not in err
+
+
+def test_preflight_runs_across_two_processes(tmp_path):
+    """check_runtime.py on both processes at once: the all-reduce and the training update
+    cross processes, and --expect-devices counts the devices of both."""
+    script = os.path.join(REPO_ROOT, "scripts", "check_runtime.py")
+    results = _two_process_launch(
+        [sys.executable, script, "--env", "toy", "--expect-devices", "4",
+         "--compile-cache-dir", str(tmp_path / "cache")], [tmp_path, tmp_path])
+    for rank, (code, out, err) in enumerate(results):
+        assert code == 0, out[-3000:] + err[-3000:]
+        assert "PASS distributed" in out and f"process {rank} of 2" in out
+        assert "PASS all_reduce" in out and "psum over 4 device(s) = 10" in out
+        assert "all 7 checks passed" in out
