@@ -101,3 +101,51 @@ def test_states_from_reset_step_and_set_state_share_one_signature():
     stepped = jax.eval_shape(ENV.step, jax.random.PRNGKey(0), reset_state, 0, PARAMS)[1]
     assert signature(reset_state) == signature(stepped) == signature(scenario())
     assert not any(weak for _, _, weak in signature(reset_state))
+
+
+def test_auto_reset_step_equals_step_env_then_reset_lane_by_lane():
+    """env.step generates stage advances and new games in one pass; lane for lane it must equal
+    step_env(key_step) followed by reset(key_reset) where the episode ended. The lanes: a stage
+    completed on the truncating step (the final observation shows the new stage's board, the
+    next state is a new game), a stage completed mid-episode, an invalid action (reset), and a
+    plain move (no board generated)."""
+    from tests.game_harness import _jitted_step_env
+    params = PARAMS.replace(max_steps_in_episode=10)
+    right, up, down = 3, 0, 1
+    lanes = [
+        (scenario(player={"row": 5, "col": 4}, stage=3).replace(time=jnp.int32(9)), right),
+        (scenario(player={"row": 5, "col": 4, "hp": 2}, stage=2), right),
+        (scenario(player={"row": 0, "col": 0}), down),
+        (scenario(player={"row": 2, "col": 2}), up),
+    ]
+    states = jax.tree.map(lambda *x: jnp.stack(x), *[s for s, _ in lanes])
+    actions = jnp.array([a for _, a in lanes])
+    keys = jax.random.split(jax.random.PRNGKey(11), 4)
+    obs, next_states, reward, terminated, truncated, info = VSTEP(keys, states, actions, params)
+
+    lane = lambda tree, i: jax.tree.map(lambda x: x[i], tree)  # noqa: E731
+    for i, (state, action) in enumerate(lanes):
+        key_step, key_reset = jax.random.split(keys[i])
+        ref_obs, ref_state, ref_reward, ref_terminated, ref_info = _jitted_step_env(ENV)(
+            key_step, state, jnp.int32(action), params)
+        ref_truncated = ~ref_terminated & (ref_state.time >= params.max_steps_in_episode)
+        ended = bool(ref_terminated | ref_truncated)
+        assert (bool(terminated[i]), bool(truncated[i])) == (bool(ref_terminated),
+                                                             bool(ref_truncated))
+        assert float(reward[i]) == float(ref_reward)
+        assert tree_equal(lane(info["final_observation"], i), ref_obs)
+        assert tree_equal({k: lane(info[k], i) for k in ref_info}, ref_info)
+        if ended:
+            ref_obs, ref_state = RESET(key_reset, params)
+        got_state = lane(next_states, i)
+        if ended:  # a new game's history is empty: its snapshot slots are never read
+            got_state = got_state.replace(history=got_state.history.replace(snapshots=None))
+            ref_state = ref_state.replace(history=ref_state.history.replace(snapshots=None))
+        assert tree_equal(got_state, ref_state), f"lane {i}: next state differs"
+        assert tree_equal(lane(obs, i), ref_obs), f"lane {i}: next observation differs"
+    # The lanes do what they are there for.
+    assert list(map(bool, truncated)) == [True, False, False, False]
+    assert list(map(bool, info["stage_complete"])) == [True, True, False, False]
+    assert list(map(int, info["stage"])) == [4, 3, 1, 1]  # the ended episode's stage
+    assert list(map(int, next_states.stage)) == [1, 3, 1, 1]  # lane 0 starts a new game
+    assert bool(terminated[2]) and int(next_states.time[0]) == 0

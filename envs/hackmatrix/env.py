@@ -10,8 +10,8 @@ from gymnax.environments import environment, spaces
 
 from . import generation, observation, rewards
 from .constants import N_ACTIONS
-from .game import step_game
-from .sparse import sparse_update
+from .game import exit_distance, step_game, step_keys
+from .sparse import sparse_update, tree_where
 from .state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState
 
 SHAPING_MODES = ("swift", "potential")
@@ -52,7 +52,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.max_enemies = max_enemies
         self.max_transmissions = max_transmissions
         self.history_size = history_size
-        self._sparse_reset = sparse_update(self._reset_observed)
+        self._sparse_new_boards = sparse_update(self._new_boards)
 
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.max_enemies,
@@ -81,24 +81,55 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                                    max_transmissions=self.max_transmissions,
                                    history_size=self.history_size)
 
-    def _reset_observed(self, carry, key):
-        state = self.new_game(key)
+    def _new_boards(self, carry, k_stage, key_reset, advance, reset):
+        """One lane's new boards after a step: the next stage's (game-rules §3.3) where the
+        step completed a stage, then a new game's where the episode ended (auto-reset), in
+        that order when both happen (a stage completed on the truncating step). Both come from
+        one ``generate_stage`` in a loop of one pass per board, so the step's graph holds a
+        single stage generator. Returns the next state, and for the ended episode its last
+        observation, exit distance and overflow count (measured on the advanced board)."""
+        state, _ = carry
+        fresh, k_fresh = generation.new_game_before_stage(
+            key_reset, max_enemies=self.max_enemies, max_transmissions=self.max_transmissions,
+            history_size=self.history_size)
         # A new game's history is empty (size 0): the snapshot slots are never read, so the
         # old arrays are kept instead of being gathered, cleared and scattered.
-        return state.replace(history=state.history.replace(snapshots=None)), \
-            observation.build_observation(state)
+        fresh = fresh.replace(history=fresh.history.replace(snapshots=None))
+
+        def one_board(loop):
+            phase, last, _ = loop  # phase 0: the stage advance, 1: the new game
+            new_game = phase == 1
+            source = tree_where(new_game, fresh, last)
+            board = generation.generate_stage(source.replace(history=None),
+                                              jnp.where(new_game, k_fresh, k_stage))
+            board = board.replace(history=source.history)
+            return phase + 1, tree_where(new_game, last, board), board
+
+        first, end = jnp.where(advance, 0, 1), jnp.where(reset, 2, 1)
+        _, last, following = jax.lax.while_loop(lambda loop: loop[0] < end, one_board,
+                                                (first, state, state))
+        return following, (observation.build_observation(last), exit_distance(last),
+                           last.overflow)
 
     def reset_env(self, key, params: EnvParams):
         state = self.new_game(key)
         return observation.build_observation(state), state
 
     def step_env(self, key, state: EnvState, action, params: EnvParams):
+        """One step without auto-reset (Swift's headless ``done`` semantics)."""
         state, inputs, events = step_game(state, action, key,
                                           close_undo_exploit=self.close_undo_exploit)
         state = state.replace(time=state.time + 1)
+        reward, terminated, info = self._outcome(state, inputs, events, params)
+        return observation.build_observation(state), state, reward, terminated, info
+
+    def is_truncated(self, state: EnvState, params: EnvParams):
+        return state.time >= params.max_steps_in_episode
+
+    def _outcome(self, state, inputs, events, params):
+        """(reward, terminated, info) of a finished step."""
         breakdown = rewards.compute_reward(inputs, shaping=self.reward_shaping,
                                            gamma=params.shaping_gamma)
-        reward = rewards.total_reward(breakdown)
         terminated = ~events.success | inputs.player_died | events.game_won
         info = {
             "reward_breakdown": {name: getattr(breakdown, name) for name in REWARD_COMPONENTS},
@@ -112,28 +143,46 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
         }
-        return observation.build_observation(state), state, reward, terminated, info
-
-    def is_truncated(self, state: EnvState, params: EnvParams):
-        return state.time >= params.max_steps_in_episode
+        return rewards.total_reward(breakdown), terminated, info
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):
-        """gymnax 1.0 step with auto-reset. Unlike gymnax's default, the reset's stage
-        generation only runs (under vmap: only iterates) where an episode ended."""
+        """gymnax 1.0 step with auto-reset: equal to ``step_env(key_step, ...)`` followed by
+        ``reset(key_reset)`` where the episode ended (``key_step, key_reset = split(key)``),
+        tested lane for lane. Unlike gymnax's default, boards are generated only where needed:
+        the stage advances and the resets of a step share one sparse pass (under vmap only
+        those lanes iterate) and one stage generator in the compiled graph."""
         if params is None:
             params = self.default_params
         key_step, key_reset = jax.random.split(key)
-        obs_st, state_st, reward, terminated, info = self.step_env(key_step, state, action, params)
-        truncated = ~terminated & self.is_truncated(state_st, params)
+        stepped, inputs, events = step_game(state, action, key_step,
+                                            close_undo_exploit=self.close_undo_exploit,
+                                            generate_stage=False)
+        stepped = stepped.replace(time=stepped.time + 1)
+        terminated = ~events.success | inputs.player_died | events.game_won
+        truncated = ~terminated & self.is_truncated(stepped, params)
         done = terminated | truncated
-        # Under vmap only the lanes whose episode ended build a new game (sparse_update).
-        snapshots = state_st.history.snapshots
-        carry = (state_st.replace(history=state_st.history.replace(snapshots=None)), obs_st)
-        state_next, obs = self._sparse_reset(done, carry, key_reset)
+        advance = events.exit_reached & ~events.game_won
+
+        snapshots = stepped.history.snapshots
+        without_snapshots = stepped.replace(history=stepped.history.replace(snapshots=None))
+        ended_shapes = jax.eval_shape(lambda s: (observation.build_observation(s),
+                                                 exit_distance(s), s.overflow), stepped)
+        carry = (without_snapshots, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                                                 ended_shapes))
+        state_next, (ended_obs, ended_distance, ended_overflow) = self._sparse_new_boards(
+            advance | done, carry, step_keys(key_step)[1], key_reset, advance, done)
         state_next = state_next.replace(history=state_next.history.replace(snapshots=snapshots))
+
+        obs = observation.build_observation(state_next)
+        # Where the episode goes on, the step's own state is the next state.
+        new_distance = jnp.where(done, ended_distance, exit_distance(state_next))
+        last_state = stepped.replace(overflow=jnp.where(done, ended_overflow,
+                                                        state_next.overflow))
+        reward, terminated, info = self._outcome(
+            last_state, inputs.replace(new_distance=new_distance), events, params)
         info = {**info, "terminated": terminated, "truncated": truncated,
-                "final_observation": obs_st}
+                "final_observation": tree_where(done, ended_obs, obs)}
         return obs, state_next, reward, terminated, truncated, info
 
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:

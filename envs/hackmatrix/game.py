@@ -140,8 +140,11 @@ def siphon_action(state: EnvState) -> EnvState:
         next_sched_turn=state.next_sched_turn + SIPHON_SCHEDULE_DELAY)
 
 
-def complete_stage(state: EnvState, key, enabled, close_undo_exploit: bool):
-    """``completeStage`` (game-rules §10.1). Returns (state, won)."""
+def complete_stage(state: EnvState, key, enabled, close_undo_exploit: bool,
+                   generate: bool = True):
+    """``completeStage`` (game-rules §10.1). Returns (state, won). With ``generate=False`` the
+    new stage's board is left to the caller (``initializeStage`` on the lanes that advanced,
+    with ``key``): stage, interval and HP are already the new stage's."""
     hp = state.player.hp
     state = state.replace(player=state.player.replace(hp=jnp.where(enabled & (hp < 3), hp + 1, hp)))
     won = enabled & (state.stage >= N_STAGES)
@@ -149,7 +152,8 @@ def complete_stage(state: EnvState, key, enabled, close_undo_exploit: bool):
     stage = jnp.where(advance, state.stage + 1, state.stage)
     state = state.replace(stage=stage,
                           sched_interval=jnp.where(advance, 13 - stage, state.sched_interval))
-    state = generation.initialize_stage(state, key, advance)
+    if generate:
+        state = generation.initialize_stage(state, key, advance)
     if close_undo_exploit:  # decisions R9: no UNDO into an earlier stage's board
         state = history.clear_history(state, advance)
     return state, won
@@ -172,10 +176,22 @@ _sparse_siphon = sparse_update(_siphon_with_quality)
 _sparse_program = sparse_update(_program_with_events)
 
 
-def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False):
+def step_keys(key):
+    """(program key, stage-generation key, enemy-turn key) of a step."""
+    return jax.random.split(key, 3)
+
+
+def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False,
+              generate_stage: bool = True):
     """Swift ``tryExecuteAction`` followed by the reward inputs. Returns
-    (state, rewards.RewardInputs, StepEvents)."""
-    k_program, k_stage, k_enemy = jax.random.split(key, 3)
+    (state, rewards.RewardInputs, StepEvents).
+
+    ``generate_stage=False`` leaves the board of a stage advance to the caller (the env's
+    auto-reset step generates stage advances and new games in one pass): the returned state has
+    the old board where ``events.exit_reached & ~events.game_won``, and ``new_distance`` is 0;
+    the caller generates with ``step_keys(key)[1]`` and measures the distance on the new board.
+    Nothing after ``completeStage`` reads the board on those lanes (an exit ends no turn)."""
+    k_program, k_stage, k_enemy = step_keys(key)
     p = state.player
     old_distance = exit_distance(state)
     is_direction = action < 4
@@ -208,7 +224,7 @@ def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False)
 
     exit_reached = (dir_ok & dir_exit) | (program_ok & program_events.exit_reached)
     undo_exploit = exit_reached & new.board_from_undo
-    new, won = complete_stage(new, k_stage, exit_reached, close_undo_exploit)
+    new, won = complete_stage(new, k_stage, exit_reached, close_undo_exploit, generate_stage)
     ends_turn = ((dir_ok & ~dir_exit) | siphon_ok | (program_ok & (program == WAIT)))
     new, turn_ran = enemy_turn.run_enemy_turn(new, k_enemy, ends_turn)
 
@@ -221,7 +237,8 @@ def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False)
     kills = jnp.where(dir_ok, dir_kills, 0) + jnp.where(program_ok, program_events.kills, 0)
     inputs = rewards.RewardInputs(
         old_score=p.score, old_hp=p.hp, old_credits=p.credits, old_energy=p.energy,
-        old_distance=old_distance, new_distance=exit_distance(new), success=success,
+        old_distance=old_distance,
+        new_distance=exit_distance(new) if generate_stage else jnp.int32(0), success=success,
         stage_advanced=exit_reached, game_won=won, player_died=died, total_kills=kills,
         data_siphon_collected=dir_ok & collected, siphon_used=siphon_ok,
         siphon_optimal=siphon_optimal, missed_credits=missed_credits, missed_energy=missed_energy,

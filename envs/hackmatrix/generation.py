@@ -187,6 +187,7 @@ def _generate_stage(state: EnvState, key: jax.Array) -> EnvState:
     return spawn_transmissions(state, k_spawn, state.stage)
 
 
+generate_stage = _generate_stage  # steps 1-8 on every lane (callers gate it themselves)
 _initialize_stage_sparse = sparse_update(_generate_stage)
 
 
@@ -210,6 +211,16 @@ def new_game(key: jax.Array, *, max_enemies: int = MAX_ENEMIES,
     """Swift ``GameState.init`` (game-rules §3.1, §13.1): fresh state, player on a uniform
     corner, one starting bonus uniform over credits 10 / energy 11 / data siphons 1, then stage
     1 generated with scheduled-task interval 12."""
+    return generate_stage(*new_game_before_stage(key, max_enemies=max_enemies,
+                                                 max_transmissions=max_transmissions,
+                                                 history_size=history_size))
+
+
+def new_game_before_stage(key: jax.Array, *, max_enemies: int = MAX_ENEMIES,
+                          max_transmissions: int = MAX_TRANSMISSIONS,
+                          history_size: int = HISTORY_SIZE) -> tuple[EnvState, jax.Array]:
+    """``new_game`` up to its stage generation: (the fresh state, the generation key), so that
+    a caller can share one ``generate_stage`` between new games and stage advances."""
     k_draws, k_stage = jax.random.split(key)
     bits = jax.random.bits(k_draws, (2,), jnp.uint32)
     state = blank_state(max_enemies, max_transmissions, history_size)
@@ -226,4 +237,4 @@ def new_game(key: jax.Array, *, max_enemies: int = MAX_ENEMIES,
     # constant-folds the first spawn's free-slot search over the whole vmapped batch, which
     # costs seconds of compile time and nothing at run time.
     state = state.replace(transmissions=jax.lax.optimization_barrier(state.transmissions))
-    return _generate_stage(state, k_stage)
+    return state, k_stage
