@@ -495,10 +495,16 @@ class UpdateChunk:
                               out_specs=(specs, P()), check_vma=False)
         self._jitted = jax.jit(chunk, donate_argnums=(0,))
 
-    def compile(self, runner: RunnerState) -> float:
-        """Trace and compile for the shapes of ``runner``; returns the seconds it took."""
+    def lower(self, runner: RunnerState) -> jax.stages.Lowered:
+        """Trace and lower for the shapes of ``runner`` (no XLA compilation yet)."""
+        return self._jitted.lower(runner, np.int32(self.updates_per_chunk))
+
+    def compile(self, runner: RunnerState | None = None, *,
+                lowered: jax.stages.Lowered | None = None) -> float:
+        """Compile ahead of time, from ``lowered`` (``self.lower(runner)``) or tracing
+        ``runner`` first; the chunk then runs this executable. Returns the seconds taken."""
         start = time.perf_counter()
-        self._compiled = self._jitted.lower(runner, np.int32(self.updates_per_chunk)).compile()
+        self._compiled = (lowered if lowered is not None else self.lower(runner)).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
 
