@@ -69,6 +69,7 @@ def bench_train(args, num_envs: int) -> dict:
     ``repeats`` chunks. Trains data-parallel over every local device."""
     import resource
 
+    import benchmark_env
     import jax
     import numpy as np
 
@@ -123,6 +124,7 @@ def bench_train(args, num_envs: int) -> dict:
         "update_s_min": round(min(per_update), 4), "update_s_max": round(max(per_update), 4),
         "invalid_actions": invalid, "masked_actions_sampled": masked,
         "peak_host_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_device_memory_mb": benchmark_env.peak_device_memory_mb(),
         "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
         "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
         "host": platform.node(), "cpus": os.cpu_count(), "config": config.to_dict(),

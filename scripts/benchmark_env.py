@@ -56,6 +56,21 @@ def make_rollout(env, params, num_steps):
     return rollout
 
 
+def peak_device_memory_mb():
+    """Peak bytes in use on any local device, in MiB, from the runtime allocator's statistics
+    (GPU, TPU); None where the backend keeps none (CPU)."""
+    import jax
+    peaks = []
+    for device in jax.local_devices():
+        try:
+            stats = device.memory_stats()
+        except Exception:  # backends without allocator statistics
+            stats = None
+        if stats and "peak_bytes_in_use" in stats:
+            peaks.append(stats["peak_bytes_in_use"])
+    return round(max(peaks) / 2**20, 1) if peaks else None
+
+
 def git_commit():
     try:
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
@@ -96,6 +111,7 @@ def bench(num_envs, num_steps, repeats, seed, env_kwargs):
         "sps_max": round(max(sps), 1),
         "us_per_env_step": round(1e6 / statistics.median(sps), 2),
         "peak_host_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        "peak_device_memory_mb": peak_device_memory_mb(),
         "episodes_ended": totals["episodes"], "invalid_actions": totals["invalid"],
         "max_overflow": totals["overflow"], "nan_reward": totals["nan"],
         "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),

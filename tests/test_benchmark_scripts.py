@@ -18,7 +18,8 @@ TINY_TRAIN = ["--env", "toy", "--hidden-width", "16", "--num-steps", "4", "--rep
 TINY_CHECK = ["--env", "toy", "--hidden-width", "16", "--num-steps", "4"]
 
 MEASUREMENT_KEYS = {"benchmark", "num_envs", "num_steps", "repeats", "trace_lower_s", "compile_s",
-                    "sps_median", "sps_min", "sps_max", "peak_host_rss_mb", "device",
+                    "sps_median", "sps_min", "sps_max", "peak_host_rss_mb",
+                    "peak_device_memory_mb", "device",
                     "device_count", "backend", "jax", "commit", "label"}
 TRAIN_KEYS = MEASUREMENT_KEYS | {"env", "num_devices", "global_batch", "num_minibatches",
                                  "update_epochs", "updates_per_chunk", "updates_done",
