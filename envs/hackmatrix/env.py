@@ -25,6 +25,11 @@ class EnvParams(environment.EnvParams):
     shaping_gamma: float = 0.99  # gamma of the potential-based shaping (decisions R7)
 
 
+def _terminal(inputs: rewards.RewardInputs, events) -> jax.Array:
+    """Invalid actions, death and victory end the episode (decisions R4)."""
+    return ~events.success | inputs.player_died | events.game_won
+
+
 class HackMatrix(environment.Environment[EnvState, EnvParams]):
     """HackMatrix, the Swift game's rules in JAX.
 
@@ -120,17 +125,16 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         state, inputs, events = step_game(state, action, key,
                                           close_undo_exploit=self.close_undo_exploit)
         state = state.replace(time=state.time + 1)
-        reward, terminated, info = self._outcome(state, inputs, events, params)
-        return observation.build_observation(state), state, reward, terminated, info
+        reward, info = self._outcome(state, inputs, events, params)
+        return observation.build_observation(state), state, reward, _terminal(inputs, events), info
 
     def is_truncated(self, state: EnvState, params: EnvParams):
         return state.time >= params.max_steps_in_episode
 
     def _outcome(self, state, inputs, events, params):
-        """(reward, terminated, info) of a finished step."""
+        """(reward, info) of a finished step."""
         breakdown = rewards.compute_reward(inputs, shaping=self.reward_shaping,
                                            gamma=params.shaping_gamma)
-        terminated = ~events.success | inputs.player_died | events.game_won
         info = {
             "reward_breakdown": {name: getattr(breakdown, name) for name in REWARD_COMPONENTS},
             "invalid_action": ~events.success,
@@ -143,7 +147,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
         }
-        return rewards.total_reward(breakdown), terminated, info
+        return rewards.total_reward(breakdown), info
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):
@@ -159,7 +163,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                                             close_undo_exploit=self.close_undo_exploit,
                                             generate_stage=False)
         stepped = stepped.replace(time=stepped.time + 1)
-        terminated = ~events.success | inputs.player_died | events.game_won
+        terminated = _terminal(inputs, events)
         truncated = ~terminated & self.is_truncated(stepped, params)
         done = terminated | truncated
         advance = events.exit_reached & ~events.game_won
@@ -179,7 +183,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         new_distance = jnp.where(done, ended_distance, exit_distance(state_next))
         last_state = stepped.replace(overflow=jnp.where(done, ended_overflow,
                                                         state_next.overflow))
-        reward, terminated, info = self._outcome(
+        reward, info = self._outcome(
             last_state, inputs.replace(new_distance=new_distance), events, params)
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": tree_where(done, ended_obs, obs)}
