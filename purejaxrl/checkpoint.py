@@ -5,8 +5,9 @@ state (including the schedule's step count), env states, the carried observation
 key, the episode accumulators and the update counter (global values: in a multi-process run
 the env states of all processes, gathered; process 0 alone writes the file); plus the ``TrainConfig``, the env-step
 counter, the run name, the wandb run id, the process count and the package versions. Writes are atomic (a temp
-file in the same directory, then ``os.replace``), so a crash mid-write never leaves a truncated
-checkpoint under the final name.
+file in the same directory, fsynced, then ``os.replace`` and an fsync of the directory), so a
+crash or ``kill -9`` mid-write never leaves a truncated checkpoint under the final name; the
+next save removes the orphaned temp file.
 """
 
 from __future__ import annotations
@@ -25,6 +26,9 @@ import jax
 CHECKPOINT_FORMAT = "hackmatrix-purejaxrl-checkpoint"
 CHECKPOINT_VERSION = 1
 _CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)\.pkl$")
+# A checkpoint is written under a temp name and renamed: only complete files match
+# _CHECKPOINT_NAME, so --resume never picks up a write that was cut short.
+_TEMP_PREFIX, _TEMP_SUFFIX = ".checkpoint_", ".tmp"
 
 
 class CheckpointError(RuntimeError):
@@ -68,7 +72,9 @@ def _env_version(config: dict):
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
                     run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
                     keep: int, num_processes: int = 1) -> str:
-    """Write atomically, then delete all but the newest ``keep`` checkpoints of the run.
+    """Write atomically, then delete all but the newest ``keep`` checkpoints of the run (and
+    temp files of killed writes). An OSError (disk full, no permission) is a CheckpointError
+    naming the file; the previous checkpoints stay as they were.
     ``runner_state`` holds global values (a multi-process run gathers them first:
     ``distributed.runner_to_host``); ``num_processes`` is recorded because a resume needs the
     same process count."""
@@ -89,7 +95,10 @@ def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, en
         "saved_at": datetime.datetime.now(datetime.timezone.utc).isoformat(),
     }
     path = checkpoint_path(run_dir, update)
-    fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=".checkpoint_", suffix=".tmp")
+    try:
+        fd, tmp_path = tempfile.mkstemp(dir=run_dir, prefix=_TEMP_PREFIX, suffix=_TEMP_SUFFIX)
+    except OSError as error:
+        raise CheckpointError(f"cannot write checkpoint {path}: {error}") from error
     try:
         with os.fdopen(fd, "wb") as handle:
             cloudpickle.dump(payload, handle)
@@ -100,13 +109,34 @@ def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, en
         os.umask(umask)
         os.chmod(tmp_path, 0o666 & ~umask)
         os.replace(tmp_path, path)
-    except BaseException:
+    except BaseException as error:
         if os.path.exists(tmp_path):
             os.unlink(tmp_path)
+        if isinstance(error, OSError):
+            raise CheckpointError(f"cannot write checkpoint {path}: {error}") from error
         raise
+    _fsync_directory(run_dir)  # so that the rename itself survives a power loss
     for _, old_path in list_checkpoints(run_dir)[:-keep]:
         os.unlink(old_path)
+    # Temp files of writes that were killed (kill -9, power loss) mid-way.
+    for name in os.listdir(run_dir):
+        if name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX):
+            os.unlink(os.path.join(run_dir, name))
     return path
+
+
+def _fsync_directory(directory: str) -> None:
+    """Best effort: some filesystems cannot fsync a directory; the file itself is synced."""
+    try:
+        descriptor = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(descriptor)
+    except OSError:
+        pass
+    finally:
+        os.close(descriptor)
 
 
 def resolve_checkpoint(path: str) -> str:

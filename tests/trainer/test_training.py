@@ -202,7 +202,7 @@ def test_runner_state_is_donated_to_the_chunk(full_run):
 
 def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
     """A write that fails midway leaves neither a checkpoint under the final name nor a temp
-    file; the previous checkpoint stays loadable."""
+    file; the previous checkpoint stays loadable; the error names the file."""
     from purejaxrl import checkpoint as checkpoint_module
     fields = dict(config=CONFIG.to_dict(), env_steps=0, run_name="r", wandb_run_id=None,
                   elapsed_seconds=0.0, keep=5)
@@ -214,7 +214,8 @@ def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
         raise OSError("disk full")
 
     monkeypatch.setattr(checkpoint_module.cloudpickle, "dump", broken_dump)
-    with pytest.raises(OSError, match="disk full"):
+    with pytest.raises(CheckpointError,
+                       match=r"cannot write checkpoint .*checkpoint_2\.pkl: disk full"):
         checkpoint_module.save_checkpoint(str(tmp_path), runner_state={"x": np.ones(3)},
                                           update=2, **fields)
     assert sorted(os.listdir(tmp_path)) == ["checkpoint_1.pkl"]
