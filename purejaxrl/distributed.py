@@ -21,13 +21,13 @@ This module holds the process-level plumbing around that:
 
 from __future__ import annotations
 
-import glob
 import os
 from typing import Optional, Sequence
 
 import jax
 import numpy as np
 
+from purejaxrl.backend import tpu_attached
 from purejaxrl.checkpoint import CheckpointError, load_checkpoint, parse_checkpoint, \
     read_checkpoint_bytes
 from purejaxrl.config import ConfigError
@@ -46,12 +46,6 @@ def _start(**kwargs) -> None:
         where = kwargs.get("coordinator_address") or "auto-detected coordinator"
         raise DistributedError(f"jax.distributed.initialize failed ({where}): "
                                f"{type(error).__name__}: {error}") from None
-
-
-def on_cloud_tpu_vm() -> bool:
-    """TPU chips attached to this machine (the device files JAX's own TPU detection looks for:
-    /dev/accel* up to v4, /dev/vfio/<n> from v5)."""
-    return bool(glob.glob("/dev/accel[0-9]*") or glob.glob("/dev/vfio/[0-9]*"))
 
 
 def initialize(mode: str = "auto", coordinator_address: Optional[str] = None,
@@ -91,7 +85,7 @@ def initialize(mode: str = "auto", coordinator_address: Optional[str] = None,
         _start(coordinator_address=coordinator_address, num_processes=num_processes,
                process_id=process_id)
         return True
-    if mode == "on" or (mode == "auto" and (on_cloud_tpu_vm()
+    if mode == "on" or (mode == "auto" and (tpu_attached()
                                             or os.environ.get("JAX_COORDINATOR_ADDRESS"))):
         _start()
         return True

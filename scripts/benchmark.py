@@ -25,6 +25,9 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)  # purejaxrl, envs
 sys.path.append(os.path.join(REPO_ROOT, "scripts"))  # benchmark_env, when imported as a module
+
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
 DEFAULT_LEDGER = os.path.join("benchmarks", "results.jsonl")
 # Set in the subprocess started for --devices: the measurement runs there, not the device loop.
 CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
@@ -308,6 +311,8 @@ def main(argv=None) -> int:
             or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []):
         parser.error("--num-envs, --num-steps, --repeats, --updates-per-chunk and --devices "
                      "must be positive")
+    if not args.devices:  # the --devices children run on forced CPU devices (JAX_PLATFORMS=cpu)
+        choose_platforms()  # before JAX is imported
     # jax before benchmark_env: that module defaults JAX_PLATFORMS to cpu when imported first,
     # which would hide an accelerator. JAX_PLATFORMS from the caller is honoured as usual.
     import jax  # noqa: F401
@@ -315,6 +320,7 @@ def main(argv=None) -> int:
 
     if os.environ.get(CHILD_DEVICES_ENV):  # inside measure_in_subprocess: measure and hand back
         print_header()
+        print(describe_backend(), file=sys.stderr)
         try:
             rows = measure(args)
         except ConfigError as error:
@@ -329,6 +335,7 @@ def main(argv=None) -> int:
         child_argv = without_devices_flag(argv)
         rows = [row for n in args.devices for row in measure_in_subprocess(child_argv, n)]
     else:
+        print(describe_backend(), file=sys.stderr)
         try:
             rows = measure(args)
         except ConfigError as error:

@@ -18,6 +18,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
@@ -133,6 +137,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1:
         parser.error("--num-envs, --num-steps and --repeats must be positive")
+    print(describe_backend(), file=sys.stderr)
     rows = []
     print(f"{'envs':>6} {'steps':>5} {'lower s':>8} {'compile s':>9} {'steps/s (median)':>17} "
           f"{'min..max':>19} {'us/step':>8} {'RSS MB':>7}")

@@ -44,8 +44,10 @@ def check_devices(args) -> str:
     import jax
     devices = jax.devices()
     kinds = sorted({d.device_kind for d in devices})
+    from purejaxrl.backend import platform_choice
     detail = (f"backend {jax.default_backend()}, {len(devices)} device(s) "
-              f"({', '.join(kinds)}), {jax.local_device_count()} local, jax {jax.__version__}")
+              f"({', '.join(kinds)}), {jax.local_device_count()} local, jax {jax.__version__}; "
+              f"{platform_choice() or 'JAX chose'}")
     if args.expect_devices and len(devices) < args.expect_devices:
         raise CheckFailed(f"expected at least {args.expect_devices} devices but jax sees only "
                           f"{len(devices)} ({detail}); check the driver, CUDA_VISIBLE_DEVICES, "
@@ -212,6 +214,8 @@ def main(argv=None) -> int:
                                    f"platform_device_count={args.force_host_devices}").strip()
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
     sys.path.insert(0, REPO_ROOT)
+    from purejaxrl.backend import choose_platforms
+    choose_platforms()  # before any check imports JAX
     start = time.perf_counter()
     failures = 0
     for name, check in CHECKS:

@@ -18,6 +18,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
@@ -71,6 +75,7 @@ def main(argv=None) -> int:
 
     import jax
     from purejaxrl import ppo
+    print(describe_backend(), file=sys.stderr)
     from purejaxrl.checkpoint import CheckpointError, load_checkpoint
     from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
                                       random_policy, summarize_episodes)

@@ -30,6 +30,10 @@ import time
 _STARTED = time.perf_counter()
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, REWARD_SHAPING_CHOICES  # noqa: E402
 
 DIRECTION_WORDS = {"w": 0, "up": 0, "s": 1, "down": 1, "a": 2, "left": 2, "d": 3, "right": 3}
@@ -232,6 +236,7 @@ def play(args) -> int:
         return frame
 
     frame = show(note=HELP)
+    print(describe_backend(), file=sys.stderr)
     print(f"first frame after {time.perf_counter() - _STARTED:.2f}s "
           f"(compile cache: {cache or 'off'})", file=sys.stderr)
     words = read_terminal_keys() if interactive else read_script_words()

@@ -14,6 +14,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
@@ -62,6 +66,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.repeats < 1 or args.warmup_steps < 0:
         parser.error("--num-envs and --repeats must be positive, --warmup-steps >= 0")
+    print(describe_backend(), file=sys.stderr)
     env = HackMatrix()
     params = env.default_params
     obs, state = mid_game_states(env, params, args.num_envs, args.warmup_steps, args.seed)

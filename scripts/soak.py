@@ -13,6 +13,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 from envs.hackmatrix.constants import DIR_NAMES, PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.soak import run_soak  # noqa: E402
 
@@ -29,6 +33,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.num_steps < 1:
         parser.error("--num-envs and --num-steps must be positive")
+    print(describe_backend(), file=sys.stderr)
     start = time.perf_counter()
     report = run_soak(args.num_envs, args.num_steps, args.seed)
     report["seconds"] = round(time.perf_counter() - start, 1)

@@ -24,6 +24,10 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, ENV_CHOICES, REWARD_SHAPING_CHOICES,
@@ -177,6 +181,7 @@ def main(argv=None) -> int:
         # Devices of every process: the global batch is split over all of them.
         available = jax.device_count()
         say = print if distributed.is_primary() else (lambda *a, **k: None)
+        say(describe_backend(), flush=True)
         base = None
         if args.resume:
             checkpoint = distributed.load_checkpoint_everywhere(args.resume)

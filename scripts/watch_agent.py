@@ -32,6 +32,10 @@ import time
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+
+choose_platforms()  # before anything imports JAX
+
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR  # noqa: E402
 
 RECORD_FORMAT = "hackmatrix-episode-record"
@@ -439,6 +443,7 @@ def main(argv=None) -> int:
 
 def run(args) -> int:
     started = time.perf_counter()
+    print(describe_backend(), file=sys.stderr)
     enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir)
     record_in = load_record(args.replay) if args.replay else None
     network = params = None
