@@ -121,6 +121,10 @@ class RunOptions:
     artifact: bool = True  # upload checkpoints as versions of one wandb artifact
     compile_cache_dir: Optional[str] = DEFAULT_COMPILE_CACHE_DIR  # None disables the cache
     quiet: bool = False
+    # Live progress inside a chunk: a host callback per update (off with quiet). Without it
+    # the chunk is kept in the persistent compile cache.
+    progress: bool = True
+    progress_interval_s: float = 10.0  # plain progress lines (stdout not a terminal): how often
 
 
 def config_differences(a: TrainConfig, b: TrainConfig) -> list[str]:
@@ -249,6 +253,8 @@ def validate_run_options(options: RunOptions) -> None:
     need(options.eval_interval is None or options.eval_interval >= 1,
          f"--eval-interval must be >= 1, got {options.eval_interval}")
     need(options.eval_envs >= 1, f"--eval-envs must be >= 1, got {options.eval_envs}")
+    need(options.progress_interval_s >= 0,
+         f"progress_interval_s must be >= 0, got {options.progress_interval_s}")
     need(options.wandb_mode in ("online", "offline", "disabled"),
          f"--wandb-mode must be online, offline or disabled, got {options.wandb_mode!r}")
     if options.run_name is not None:

@@ -465,11 +465,18 @@ class UpdateChunk:
     """``updates_per_chunk`` PPO updates as one jitted ``lax.scan``, over all devices of
     ``mesh``. Compiled once (ahead of time, by ``compile``); a final partial chunk runs the same
     executable with fewer active updates (``num_active``), the rest are skipped by ``lax.cond``.
-    The runner state argument is donated."""
+    The runner state argument is donated.
+
+    ``on_update(update_count, metrics)`` (live progress), if given, is called on the host at
+    the end of every update with the count of updates done and that update's ``UpdateMetrics``:
+    a ``jax.debug.callback`` from one device of process 0, so once per update for any device or
+    process count. JAX does not cache a program with a host callback
+    persistently, so such a chunk compiles at every start."""
 
     def __init__(self, config: TrainConfig, env, env_params, network: ActorCritic,
                  optimizer: optax.GradientTransformation, reward_components: tuple[str, ...],
-                 updates_per_chunk: int, mesh: Mesh):
+                 updates_per_chunk: int, mesh: Mesh,
+                 on_update: Callable[[np.ndarray, UpdateMetrics], None] | None = None):
         self.config = config
         self.updates_per_chunk = updates_per_chunk
         self.mesh = mesh
@@ -477,17 +484,26 @@ class UpdateChunk:
         self.compile_seconds = None
         self._compiled = None
         num_components = len(reward_components)
+        reporting_device = [d.process_index for d in mesh.devices.flat].index(0)
+
+        def update(runner: RunnerState):
+            runner, metrics = ppo_update(runner, config, env, env_params, network, optimizer,
+                                         reward_components, DEVICE_AXIS)
+            if on_update is not None:
+                # The metrics are computed last; reading them makes the host call wait for the
+                # end of the update (XLA orders a host call by the buffers it reads, and the
+                # counter alone is ready at the start).
+                lax.cond(lax.axis_index(DEVICE_AXIS) == reporting_device,
+                         lambda: jax.debug.callback(on_update, runner.update_step, metrics),
+                         lambda: None)
+            return runner, metrics
 
         def local_chunk(runner: RunnerState, num_active):
             self.trace_count += 1  # Python side effect: runs once per trace
 
             def body(runner, index):
-                return lax.cond(
-                    index < num_active,
-                    lambda r: ppo_update(r, config, env, env_params, network, optimizer,
-                                         reward_components, DEVICE_AXIS),
-                    lambda r: (r, UpdateMetrics.zeros(num_components)),
-                    runner)
+                return lax.cond(index < num_active, update,
+                                lambda r: (r, UpdateMetrics.zeros(num_components)), runner)
             return lax.scan(body, runner, jnp.arange(updates_per_chunk))
 
         specs = runner_state_specs()

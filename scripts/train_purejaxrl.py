@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import signal
 import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -106,6 +107,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-artifact", action="store_true",
                      help="do not upload checkpoints to wandb as artifact versions")
     run.add_argument("--quiet", action="store_true")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no live progress inside a chunk (then the chunk is kept in the "
+                          "compile cache)")
     multi = parser.add_argument_group("multi-process (multi-host)")
     multi.add_argument("--distributed", choices=DISTRIBUTED_MODES, default="auto",
                        help="auto (default): start jax.distributed on Cloud TPU VMs or when "
@@ -128,7 +132,7 @@ def run_options_from_args(args) -> RunOptions:
         wandb_project=args.wandb_project, wandb_entity=args.wandb_entity,
         wandb_mode=args.wandb_mode, artifact=not args.no_wandb and not args.no_artifact,
         compile_cache_dir=None if args.no_compile_cache else args.compile_cache_dir,
-        quiet=args.quiet)
+        quiet=args.quiet, progress=not args.no_progress)
 
 
 def config_from_args(args, base: TrainConfig | None, devices: int, say=print) -> TrainConfig:
@@ -173,15 +177,19 @@ def main(argv=None) -> int:
     from purejaxrl.checkpoint import CheckpointError
 
     checkpoint = None
+    say = lambda *a, **k: None  # noqa: E731 - process 0 alone prints, once it is known
     try:
         distributed.initialize(args.distributed, args.coordinator_address, args.num_processes,
                                args.process_id)
         # After initialize: importing gymnax (via the envs) already starts the XLA backend.
+        from purejaxrl.logger import Console
         from purejaxrl.train import train
         # Devices of every process: the global batch is split over all of them.
         available = jax.device_count()
-        say = print if distributed.is_primary() else (lambda *a, **k: None)
-        say(describe_backend(), flush=True)
+        if distributed.is_primary():
+            console = Console()  # a closed stdout silences it, never fails the run
+            say = lambda message, **_: console.line(message)  # noqa: E731
+        say(describe_backend())
         base = None
         if args.resume:
             checkpoint = distributed.load_checkpoint_everywhere(args.resume)
@@ -207,6 +215,9 @@ def main(argv=None) -> int:
     except (CheckpointError, distributed.DistributedError) as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:  # before training started: nothing to save
+        print("interrupted before training started", file=sys.stderr)
+        return 128 + signal.SIGINT
     except Exception as error:
         if type(error).__module__.startswith("wandb"):
             print(f"error: wandb failed ({type(error).__name__}: {error}); log in with "
@@ -215,7 +226,9 @@ def main(argv=None) -> int:
         raise
     say(f"done: {result.updates_done} updates, {result.env_steps:,} env steps; "
         f"last checkpoint {result.last_checkpoint}", flush=True)
-    return 130 if result.interrupted else 0
+    if result.interrupted:  # 128 + the stop signal, as a shell reports a death by signal
+        return 128 + (result.stop_signal or signal.SIGINT)
+    return 0
 
 
 if __name__ == "__main__":

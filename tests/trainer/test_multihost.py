@@ -3,13 +3,13 @@ devices each, joined by ``jax.distributed`` over loopback (CPU collectives: gloo
 two hosts of a TPU slice.
 
 Rules checked: a few updates complete; parameters are identical on all 4 devices of both
-processes; the run equals a single process with 4 devices on the same global batch (same env
-keys exactly, parameters within float tolerance); only process 0 writes files (process 1 runs in
-an empty working directory that must stay empty); env steps are counted once; a checkpoint of
-the 2-process run resumes in a 2-process run (process 1 cannot read the file: process 0
-broadcasts it) and continues like the single-process run; resuming it with another process
-count fails with a message naming the counts. Every launch has a time limit and kills its
-processes on failure.
+processes; live progress hears of each update once, on process 0; the run equals a single
+process with 4 devices on the same global batch (same env keys exactly, parameters within float
+tolerance); only process 0 writes files (process 1 runs in an empty working directory that must
+stay empty); env steps are counted once; a checkpoint of the 2-process run resumes in a
+2-process run (process 1 cannot read the file: process 0 broadcasts it) and continues like the
+single-process run; resuming it with another process count fails with a message naming the
+counts. Every launch has a time limit and kills its processes on failure.
 """
 
 import json
@@ -36,7 +36,7 @@ CONFIG_FLAGS = ["--env", "toy", "--num-envs", "8", "--num-steps", "8", "--num-mi
 
 # Phase A drives train() directly so each process can report its own parameter shards.
 DRIVER = textwrap.dedent("""
-    import hashlib, json, os, sys
+    import dataclasses, hashlib, json, os, sys
     sys.path.insert(0, sys.argv[1])
     sys.argv = [sys.argv[0]] + sys.argv[2:]
     import jax, numpy as np
@@ -47,9 +47,13 @@ DRIVER = textwrap.dedent("""
     distributed.initialize(args.distributed, args.coordinator_address, args.num_processes,
                            args.process_id)
     from purejaxrl.train import train
+    from purejaxrl.logger import Progress
+    ticks, tick = [], Progress.tick  # live progress: which process hears of which update
+    Progress.tick = lambda self, update, metrics=None: (ticks.append(int(update)),
+                                                        tick(self, update, metrics))
     config = config_from_args(args, None, jax.device_count(), say=lambda *a, **k: None)
-    result = train(config, run_options_from_args(args),
-                   stop_after_updates=args.stop_after_updates)
+    options = dataclasses.replace(run_options_from_args(args), quiet=False)  # progress on
+    result = train(config, options, stop_after_updates=args.stop_after_updates)
     # sha256 of every local copy of every parameter leaf: equal digests = bit-identical.
     local_shards = [[hashlib.sha256(np.asarray(s.data).tobytes()).hexdigest()
                      for s in leaf.addressable_shards]
@@ -57,7 +61,7 @@ DRIVER = textwrap.dedent("""
     print(json.dumps({
         "process": jax.process_index(), "processes": jax.process_count(),
         "devices": jax.device_count(), "local_devices": jax.local_device_count(),
-        "updates_done": result.updates_done, "env_steps": result.env_steps,
+        "updates_done": result.updates_done, "env_steps": result.env_steps, "ticks": ticks,
         "local_shards": local_shards,
         "env_rows_here": sum(s.data.shape[0] for s in
                              result.runner_state.env_keys.addressable_shards),
@@ -174,6 +178,12 @@ def test_two_processes_train_on_the_global_mesh(runs):
         assert report["env_steps"] == 2 * 64
         # Each process steps only its own half of the envs.
         assert report["env_rows_here"] == 4
+
+
+def test_live_progress_ticks_once_per_update_on_process_zero(runs):
+    """One host callback per update for the whole run, from a device of process 0."""
+    reports = _reports(runs["two"])
+    assert reports[0]["ticks"] == [1, 2] and reports[1]["ticks"] == []
 
 
 def test_parameters_identical_on_all_devices_of_both_processes(runs):

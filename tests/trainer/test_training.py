@@ -2,7 +2,6 @@
 a partial one, metrics per chunk, checkpoints (atomic, keep-last-N, SIGINT), and resume that is
 bit-for-bit identical to an uninterrupted run."""
 
-import dataclasses
 import os
 import signal
 
@@ -11,36 +10,19 @@ import numpy as np
 import pytest
 
 from purejaxrl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
-from purejaxrl.config import ConfigError, RunOptions, TrainConfig
+from purejaxrl.config import ConfigError, TrainConfig
 from purejaxrl.logger import RunLogger
 from purejaxrl import train as train_module
 from purejaxrl.train import train
-
-# 4 envs x 8 steps = 32 samples per update; 5 updates in chunks of 2 = 2 + 2 + 1 (partial).
-CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
-                     total_timesteps=5 * 32, max_episode_steps=6, hidden_width=16,
-                     hidden_depth=1, lr=1e-2)
-
-
-def options(tmp_path, cache_dir, **overrides):
-    base = RunOptions(run_name="run", checkpoint_dir=str(tmp_path), updates_per_chunk=2,
-                      wandb=False, artifact=False, compile_cache_dir=cache_dir, quiet=True,
-                      save_interval_minutes=60.0)
-    return dataclasses.replace(base, **overrides)
-
-
-def assert_trees_equal(a, b):
-    leaves_a, leaves_b = jax.tree.leaves(jax.device_get(a)), jax.tree.leaves(jax.device_get(b))
-    assert jax.tree.structure(jax.device_get(a)) == jax.tree.structure(jax.device_get(b))
-    for x, y in zip(leaves_a, leaves_b):
-        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
 
 
 @pytest.fixture(scope="module")
 def full_run(tmp_path_factory, compile_cache_dir):
-    """5 updates in one go, saving every update and keeping the last 2 checkpoints."""
+    """5 updates in one go, saving every 2 updates (and at the end), keeping the last 2
+    checkpoints."""
     tmp = tmp_path_factory.mktemp("full")
-    return train(CONFIG, options(tmp, compile_cache_dir, save_interval=1, keep_checkpoints=2))
+    return train(CONFIG, options(tmp, compile_cache_dir, save_interval=2, keep_checkpoints=2))
 
 
 def test_chunks_compile_the_update_once_including_partial_chunk(full_run):
@@ -84,8 +66,9 @@ def test_learning_rate_anneals_linearly(full_run):
 
 
 def test_keep_last_n_checkpoints_with_complete_contents(full_run):
-    """save_interval=1 saves after every chunk (2, 4, 5); keep_checkpoints=2 keeps 4 and 5. The
-    newest holds the runner state, config, counters, versions; no temp files are left."""
+    """save_interval=2 saves at updates 2 and 4, and at the end (5); keep_checkpoints=2 keeps 4
+    and 5. The newest holds the runner state, config, counters, versions; no temp files are
+    left."""
     assert [update for update, _ in list_checkpoints(full_run.run_dir)] == [4, 5]
     assert not [n for n in os.listdir(full_run.run_dir) if n.endswith(".tmp")]
     payload = load_checkpoint(full_run.run_dir)  # a directory resolves to the newest

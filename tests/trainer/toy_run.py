@@ -1,0 +1,31 @@
+"""The tiny toy-corridor run shared by the in-process trainer tests: one configuration and one
+set of run options, so that its update chunk compiles once per session (the compile cache
+serves every test, in-process or subprocess, that runs the same program)."""
+
+import dataclasses
+
+import jax
+import numpy as np
+
+from purejaxrl.config import RunOptions, TrainConfig
+
+# 4 envs x 8 steps = 32 samples per update; 5 updates in chunks of 2 = 2 + 2 + 1 (partial).
+CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
+                     total_timesteps=5 * 32, max_episode_steps=6, hidden_width=16,
+                     hidden_depth=1, lr=1e-2)
+
+
+def options(tmp_path, cache_dir, **overrides) -> RunOptions:
+    """Quiet (so no progress callback: the chunk stays cacheable), no wandb, chunks of 2."""
+    base = RunOptions(run_name="run", checkpoint_dir=str(tmp_path), updates_per_chunk=2,
+                      wandb=False, artifact=False, compile_cache_dir=cache_dir, quiet=True,
+                      save_interval_minutes=60.0)
+    return dataclasses.replace(base, **overrides)
+
+
+def assert_trees_equal(a, b):
+    """Same structure and every leaf equal bit for bit."""
+    a, b = jax.device_get(a), jax.device_get(b)
+    assert jax.tree.structure(a) == jax.tree.structure(b)
+    for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
+        np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
