@@ -278,10 +278,10 @@ class Progress:
             elapsed = time.monotonic() - self._latest[0]
             return max(0.0, (self._chunk_end - self._latest[1]) * per_update - elapsed)
 
-    def tick(self, update, metrics=None) -> None:
-        """``UpdateChunk``'s ``on_update``: the count of updates done (the update's metrics are
-        not shown). Called by JAX on its runtime thread: must never raise (an exception would
-        fail the chunk)."""
+    def tick(self, update, total_loss=None) -> None:
+        """``UpdateChunk``'s ``on_update``: the count of updates done (the loss, which times the
+        call, is not shown). Called by JAX on its runtime thread: must never raise (an exception
+        would fail the chunk)."""
         try:
             with self._lock:
                 update = int(update)

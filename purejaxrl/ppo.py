@@ -467,16 +467,16 @@ class UpdateChunk:
     executable with fewer active updates (``num_active``), the rest are skipped by ``lax.cond``.
     The runner state argument is donated.
 
-    ``on_update(update_count, metrics)`` (live progress), if given, is called on the host at
-    the end of every update with the count of updates done and that update's ``UpdateMetrics``:
-    a ``jax.debug.callback`` from one device of process 0, so once per update for any device or
-    process count. JAX does not cache a program with a host callback
-    persistently, so such a chunk compiles at every start."""
+    ``on_update(update_count, total_loss)`` (live progress), if given, is called on the host at
+    the end of every update with the count of updates done and that update's total loss: a
+    ``jax.debug.callback`` from one device of process 0, so once per update for any device or
+    process count. JAX does not cache a program with a host callback persistently, so such a
+    chunk compiles at every start."""
 
     def __init__(self, config: TrainConfig, env, env_params, network: ActorCritic,
                  optimizer: optax.GradientTransformation, reward_components: tuple[str, ...],
                  updates_per_chunk: int, mesh: Mesh,
-                 on_update: Callable[[np.ndarray, UpdateMetrics], None] | None = None):
+                 on_update: Callable[[np.ndarray, np.ndarray], None] | None = None):
         self.config = config
         self.updates_per_chunk = updates_per_chunk
         self.mesh = mesh
@@ -490,11 +490,12 @@ class UpdateChunk:
             runner, metrics = ppo_update(runner, config, env, env_params, network, optimizer,
                                          reward_components, DEVICE_AXIS)
             if on_update is not None:
-                # The metrics are computed last; reading them makes the host call wait for the
-                # end of the update (XLA orders a host call by the buffers it reads, and the
-                # counter alone is ready at the start).
+                # The loss is averaged over every minibatch step; reading it makes the host
+                # call wait for the end of the update (XLA orders a host call by the buffers it
+                # reads, and the counter alone is ready at the start).
                 lax.cond(lax.axis_index(DEVICE_AXIS) == reporting_device,
-                         lambda: jax.debug.callback(on_update, runner.update_step, metrics),
+                         lambda: jax.debug.callback(on_update, runner.update_step,
+                                                    metrics.total_loss),
                          lambda: None)
             return runner, metrics
 

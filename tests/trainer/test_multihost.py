@@ -49,8 +49,8 @@ DRIVER = textwrap.dedent("""
     from purejaxrl.train import train
     from purejaxrl.logger import Progress
     ticks, tick = [], Progress.tick  # live progress: which process hears of which update
-    Progress.tick = lambda self, update, metrics=None: (ticks.append(int(update)),
-                                                        tick(self, update, metrics))
+    Progress.tick = lambda self, update, loss=None: (ticks.append(int(update)),
+                                                     tick(self, update, loss))
     config = config_from_args(args, None, jax.device_count(), say=lambda *a, **k: None)
     options = dataclasses.replace(run_options_from_args(args), quiet=False)  # progress on
     result = train(config, options, stop_after_updates=args.stop_after_updates)

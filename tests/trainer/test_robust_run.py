@@ -423,7 +423,7 @@ FOUR_DEVICE_TICKS = textwrap.dedent("""
     mesh = ppo.make_mesh(4)
     ticks = []
     chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, components, 3, mesh,
-                            on_update=lambda count, metrics: ticks.append(int(count)))
+                            on_update=lambda count, loss: ticks.append(int(count)))
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
                                    len(components), mesh)
     runner, _ = chunk(runner, 3)
