@@ -153,6 +153,7 @@ class UpdateMetrics:
     policy_loss: jax.Array
     value_loss: jax.Array
     entropy: jax.Array
+    normalized_entropy: jax.Array  # entropy / log(legal actions), over states with a choice
     approx_kl: jax.Array
     clip_fraction: jax.Array
     grad_norm: jax.Array
@@ -418,11 +419,19 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
         value_error = jnp.maximum(value_error, jnp.square(clipped_value - targets))
     value_loss = 0.5 * jnp.mean(value_error)
 
-    entropy = jnp.mean(masked_entropy(logits, mask))
+    entropies = masked_entropy(logits, mask)
+    entropy = jnp.mean(entropies)
     total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    # 1 = uniform over the legal actions, 0 = deterministic; comparable across states whose
+    # legal-action counts differ (a forced move has no entropy to lose and is left out).
+    legal = jnp.sum(mask, axis=-1)
+    has_choice = legal > 1
+    normalized = entropies / jnp.log(jnp.where(has_choice, legal, 2).astype(jnp.float32))
     aux = {
         "total_loss": total, "policy_loss": policy_loss, "value_loss": value_loss,
         "entropy": entropy,
+        "normalized_entropy": jnp.sum(jnp.where(has_choice, normalized, 0.0))
+        / jnp.maximum(jnp.sum(has_choice), 1),
         # Low-variance KL estimator (Schulman); sampled actions are always legal.
         "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
         "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > config.clip_eps).astype(jnp.float32)),
