@@ -19,6 +19,7 @@ ENV_CHOICES = ("hackmatrix", "toy")
 REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
 ENCODER_CHOICES = ("flat", "egocentric")
+TRAINING_REWARD_CHOICES = ("env", "progress")
 COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
 
 # Reference batch of the auto-scaling rule (P2): 256 envs x 128 steps, 4 minibatches of 8192,
@@ -45,6 +46,8 @@ class TrainConfig:
     reward_shaping: str = struct.field(pytree_node=False, default="swift")
     max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
     close_undo_exploit: bool = struct.field(pytree_node=False, default=False)
+    # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
+    training_reward: str = struct.field(pytree_node=False, default="env")
     # Batch
     total_timesteps: int = struct.field(pytree_node=False, default=50_000_000)
     num_envs: int = struct.field(pytree_node=False, default=256)
@@ -111,7 +114,8 @@ class TrainConfig:
 
 
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs.
-FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False}
+FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
+                      "training_reward": "env"}
 
 
 @dataclasses.dataclass
@@ -240,6 +244,9 @@ def validate_config(config: TrainConfig) -> None:
     need(config.ent_coef >= 0, f"--ent-coef must be >= 0, got {config.ent_coef}")
     need(config.vf_coef >= 0, f"--vf-coef must be >= 0, got {config.vf_coef}")
     need(config.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {config.max_grad_norm}")
+    need(config.training_reward in TRAINING_REWARD_CHOICES,
+         f"--training-reward must be one of {TRAINING_REWARD_CHOICES}, got "
+         f"{config.training_reward!r}")
     need(config.encoder in ENCODER_CHOICES,
          f"--encoder must be one of {ENCODER_CHOICES}, got {config.encoder!r}")
     need(isinstance(config.cell_features, int) and config.cell_features >= 1,

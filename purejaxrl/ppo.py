@@ -67,6 +67,31 @@ def make_env(config: TrainConfig):
     return env, params
 
 
+# Components of Swift's reward whose episode total is fixed by how the episode ends: damage and
+# recovery sum to (final HP - 3), i.e. -3 for every death; the death penalties follow from the
+# stage at death. Under discounting they pay only for postponing the end, which is the stalling
+# incentive (a policy that survives longer delays them); the "progress" training reward leaves
+# them out. Spending resources on programs is not penalised either (only gains count).
+TIMING_ONLY_COMPONENTS = ("damage_penalty", "hp_recovery", "death_penalty",
+                          "siphon_death_penalty")
+GAINS_ONLY_COMPONENTS = ("resource_gain",)
+
+
+def training_reward(config: TrainConfig, env_reward: jax.Array, breakdown: dict) -> jax.Array:
+    """The reward PPO optimises: the environment's (``training_reward="env"``) or the
+    "progress" reward, the environment's components without the timing-only ones and with
+    resource spending unpenalised. Logged returns and evaluations always use the
+    environment's reward."""
+    if config.training_reward == "env":
+        return env_reward
+    total = jnp.zeros_like(env_reward)
+    for name, value in breakdown.items():  # Swift's evaluation order
+        if name in TIMING_ONLY_COMPONENTS:
+            continue
+        total = total + (jnp.maximum(value, 0.0) if name in GAINS_ONLY_COMPONENTS else value)
+    return total
+
+
 def env_signature(env, env_params):
     """(num_actions, reward component names) read off abstract evaluation (no compile)."""
     obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
@@ -294,11 +319,12 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
 
         done = terminated | truncated
         breakdown = jnp.stack([info["reward_breakdown"][name] for name in reward_components], -1)
+        optimised = training_reward(config, reward, info["reward_breakdown"])
         ep = runner.episode
         ep_return = ep.returns + reward
         ep_length = ep.lengths + 1
         ep_breakdown = ep.breakdown + breakdown
-        discounted = ep.discounted_returns * config.gamma + reward
+        discounted = ep.discounted_returns * config.gamma + optimised
         done_f = done.astype(jnp.float32)
         is_direction = action < SIPHON_ACTION
         shot = info.get("shot", jnp.zeros_like(done)) & is_direction
@@ -326,7 +352,7 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                                       breakdown=keep(ep_breakdown),
                                       discounted_returns=keep(discounted))
         transition = Transition(obs=obs, action=action, log_prob=log_prob, value=value,
-                                reward=reward, terminated=terminated, truncated=truncated,
+                                reward=optimised, terminated=terminated, truncated=truncated,
                                 bootstrap_value=bootstrap_value)
         # After a done step, next_obs is the reset observation (auto-reset), so the next action
         # is chosen from the new episode's first observation.

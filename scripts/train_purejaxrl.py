@@ -27,13 +27,14 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES, ENV_CHOICES,
-                              REWARD_SHAPING_CHOICES,
+                              REWARD_SHAPING_CHOICES, TRAINING_REWARD_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
                               validate_config, validate_run_options)
 
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
-    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "total_timesteps",
+    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "training_reward",
+    "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
@@ -51,6 +52,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="truncation limit (default: the environment's)")
     env.add_argument("--close-undo-exploit", action=flag,
                      help="clear the UNDO history at each stage start (decisions R9)")
+    env.add_argument("--training-reward", choices=TRAINING_REWARD_CHOICES,
+                     help="env: the environment's reward; progress: without the components "
+                          "that only pay for postponing death (damage, recovery, death "
+                          "penalties) and without the penalty for spending resources")
     batch = parser.add_argument_group("batch")
     batch.add_argument("--total-timesteps", type=int, help="default 50,000,000")
     batch.add_argument("--num-envs", type=int, help="global env count, default 256")
