@@ -1,6 +1,6 @@
-"""Reward normalisation (PureJaxRL's NormalizeVecReward idea): the running moments of the
-discounted return equal the moments of everything merged so far, the scale is 1/std, and a
-config written before the option existed resumes with it off."""
+"""What PPO optimises: the progress training reward (the env's components without the
+timing-only ones), reward normalisation by the running return std (PureJaxRL's
+NormalizeVecReward idea), and configs from before these options resuming with them off."""
 
 import jax.numpy as jnp
 import numpy as np
