@@ -18,6 +18,8 @@ from flax import struct
 ENV_CHOICES = ("hackmatrix", "toy")
 REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
+ENCODER_CHOICES = ("flat", "egocentric")
+TRAINING_REWARD_CHOICES = ("env", "progress")
 COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
 
 # Reference batch of the auto-scaling rule (P2): 256 envs x 128 steps, 4 minibatches of 8192,
@@ -44,6 +46,8 @@ class TrainConfig:
     reward_shaping: str = struct.field(pytree_node=False, default="swift")
     max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
     close_undo_exploit: bool = struct.field(pytree_node=False, default=False)
+    # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
+    training_reward: str = struct.field(pytree_node=False, default="env")
     # Batch
     total_timesteps: int = struct.field(pytree_node=False, default=50_000_000)
     num_envs: int = struct.field(pytree_node=False, default=256)
@@ -61,10 +65,15 @@ class TrainConfig:
     vf_coef: float = struct.field(pytree_node=False, default=0.5)
     max_grad_norm: float = struct.field(pytree_node=False, default=0.5)
     normalize_advantages: bool = struct.field(pytree_node=False, default=True)
+    # Divide rewards by the running std of the discounted return (the critic's targets stay
+    # near unit scale while stage payouts grow from 1 to 64 and victory pays ~2564).
+    normalize_rewards: bool = struct.field(pytree_node=False, default=False)
     # Network
     hidden_width: int = struct.field(pytree_node=False, default=256)
     hidden_depth: int = struct.field(pytree_node=False, default=2)
     activation: str = struct.field(pytree_node=False, default="tanh")
+    encoder: str = struct.field(pytree_node=False, default="flat")
+    cell_features: int = struct.field(pytree_node=False, default=8)  # egocentric embedding
     # Shared by default: the first layer (1545 inputs) is most of the compute on CPU; a shared
     # torso halves it (SPEC.md §4 has both measured).
     separate_torsos: bool = struct.field(pytree_node=False, default=False)
@@ -94,11 +103,19 @@ class TrainConfig:
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
+        """The config a checkpoint recorded. A field the checkpoint predates takes the value
+        that reproduces the behaviour of its time (``FIELDS_ADDED_LATER``), not today's
+        default."""
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
-        return cls(**values)
+        return cls(**{**FIELDS_ADDED_LATER, **values})
+
+
+# Fields introduced after checkpoints existed, with the value that reproduces the older runs.
+FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
+                      "training_reward": "env"}
 
 
 @dataclasses.dataclass
@@ -231,6 +248,13 @@ def validate_config(config: TrainConfig) -> None:
     need(config.ent_coef >= 0, f"--ent-coef must be >= 0, got {config.ent_coef}")
     need(config.vf_coef >= 0, f"--vf-coef must be >= 0, got {config.vf_coef}")
     need(config.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {config.max_grad_norm}")
+    need(config.training_reward in TRAINING_REWARD_CHOICES,
+         f"--training-reward must be one of {TRAINING_REWARD_CHOICES}, got "
+         f"{config.training_reward!r}")
+    need(config.encoder in ENCODER_CHOICES,
+         f"--encoder must be one of {ENCODER_CHOICES}, got {config.encoder!r}")
+    need(isinstance(config.cell_features, int) and config.cell_features >= 1,
+         f"--cell-features must be a positive integer, got {config.cell_features!r}")
     need(config.activation in ACTIVATION_CHOICES,
          f"--activation must be one of {ACTIVATION_CHOICES}, got {config.activation!r}")
     need(config.compute_dtype in COMPUTE_DTYPE_CHOICES,

@@ -14,6 +14,7 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
+from envs.hackmatrix.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
 from purejaxrl.networks import ActorCritic, greedy_masked, sample_masked
 
 Policy = Callable[[jax.Array, object, object], jax.Array]
@@ -37,7 +38,8 @@ def random_policy(key, obs, env_state):
 def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int,
                   max_steps: int) -> dict:
     """Per-env results of one episode each: return, length, stage at the end, won, died,
-    truncated, finished (False if ``max_steps`` ran out first). Jittable."""
+    truncated, finished (False if ``max_steps`` ran out first), siphon and program actions
+    taken, actions the mask forbade (must be 0). Jittable."""
     reset_key, loop_key = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(reset_key, num_envs), env_params)
@@ -46,7 +48,8 @@ def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int
     init = dict(t=jnp.int32(0), key=loop_key, obs=obs, env_state=env_state,
                 finished=zeros_b, episode_return=zeros_f, length=jnp.zeros(num_envs, jnp.int32),
                 stage=jnp.zeros(num_envs, jnp.int32), won=zeros_b, died=zeros_b,
-                truncated=zeros_b, invalid=zeros_b)
+                truncated=zeros_b, invalid=zeros_b, siphons=jnp.zeros(num_envs, jnp.int32),
+                programs=jnp.zeros(num_envs, jnp.int32), masked=jnp.zeros(num_envs, jnp.int32))
 
     def running(carry):
         return (carry["t"] < max_steps) & ~jnp.all(carry["finished"])
@@ -61,6 +64,8 @@ def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int
         playing = ~carry["finished"]
         done = (terminated | truncated) & playing
         record = lambda old, new: jnp.where(playing, new, old)
+        count = lambda old, event: old + (playing & event).astype(jnp.int32)
+        legal = jnp.take_along_axis(carry["obs"].action_mask, actions[:, None], axis=-1)[:, 0]
         return dict(
             t=carry["t"] + 1, key=key, obs=obs, env_state=env_state,
             finished=carry["finished"] | done,
@@ -70,11 +75,15 @@ def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int
             won=record(carry["won"], info["won"]),
             died=record(carry["died"], info["died"]),
             truncated=record(carry["truncated"], truncated & ~terminated),
-            invalid=carry["invalid"] | (playing & info["invalid_action"]))
+            invalid=carry["invalid"] | (playing & info["invalid_action"]),
+            siphons=count(carry["siphons"], actions == ACTION_SIPHON),
+            programs=count(carry["programs"], actions >= PROGRAM_ACTION_OFFSET),
+            masked=count(carry["masked"], ~legal))
 
     final = lax.while_loop(running, step, init)
     return {name: final[name] for name in ("episode_return", "length", "stage", "won", "died",
-                                           "truncated", "invalid", "finished")}
+                                           "truncated", "invalid", "finished", "siphons",
+                                           "programs", "masked")}
 
 
 def summarize_episodes(results: dict) -> dict:
@@ -90,6 +99,9 @@ def summarize_episodes(results: dict) -> dict:
         "truncation_rate": float(np.mean(results["truncated"])),
         "invalid_actions": int(np.sum(results["invalid"])),
         "unfinished": int(np.size(results["finished"]) - np.sum(results["finished"])),
+        "siphons_per_episode": float(np.mean(results["siphons"])),
+        "programs_per_episode": float(np.mean(results["programs"])),
+        "masked_actions": int(np.sum(results["masked"])),
     }
 
 

@@ -18,9 +18,11 @@ import time
 
 import numpy as np
 
+from purejaxrl.health import progress_metrics
 from purejaxrl.ppo import ACTION_KINDS, NUM_STAGE_BINS, UpdateMetrics
 
-_LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "approx_kl",
+_LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
+                "approx_kl",
                 "clip_fraction", "grad_norm", "explained_variance", "learning_rate")
 
 
@@ -47,8 +49,12 @@ def summarize_chunk(metrics: UpdateMetrics, reward_components: tuple[str, ...]) 
     for stage in range(NUM_STAGE_BINS):
         if stage_hist[stage] > 0:
             record[f"stage_reached/{stage}"] = float(stage_hist[stage]) / episodes
-    for name, value in zip(reward_components, total("breakdown_sum")):
+    breakdown = dict(zip(reward_components, total("breakdown_sum")))
+    for name, value in breakdown.items():
         record[f"reward/{name}"] = _ratio(value, episodes)
+    record.update(progress_metrics(stage_hist, float(total("wins")), episodes,
+                                   float(total("length_sum")),
+                                   breakdown.get("distance_shaping")))
     action_counts = total("action_counts")
     steps = float(action_counts.sum())
     for name, count in zip(ACTION_KINDS, action_counts):

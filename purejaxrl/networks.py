@@ -1,8 +1,17 @@
 """Actor-critic network over the observation, and the masked categorical distribution.
 
-The baseline is a flat MLP over ``flatten(obs)`` (player, programs, grid in that order). The
-action mask is applied to the logits outside the network, so that the same masking code serves
-sampling, log-probabilities, entropy and KL.
+Two encoders feed the MLP torso (``--encoder``):
+
+* ``flat``: ``flatten(obs)`` (player, programs, grid in that order), the baseline.
+* ``egocentric``: the grid re-centred on the player (``egocentric_grid``, an 11x11 window in
+  which every board cell is visible from every player position, plus an on-board channel), each
+  cell embedded by one shared dense layer, then flattened next to the player features, the owned
+  programs and the action mask. Moves and shots are relative to the player, so a pattern such as
+  "the exit is one cell up" or "an enemy is in my column" has one set of weights wherever the
+  player stands (as in Craftax's and NetHack's player-centred views).
+
+The action mask is applied to the logits outside the network, so that the same masking code
+serves sampling, log-probabilities, entropy and KL.
 """
 
 from __future__ import annotations
@@ -12,6 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs.hackmatrix.constants import GRID
 from envs.hackmatrix.observation import Observation, flatten
 
 # A large *finite* negative: exp() of it underflows to exactly 0 in float32, so masked actions
@@ -20,6 +30,8 @@ from envs.hackmatrix.observation import Observation, flatten
 MASKED_LOGIT = -1e9
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
+# Offsets -(GRID-1)..(GRID-1) around the player: the whole board is visible from any cell.
+EGOCENTRIC_SIZE = 2 * GRID - 1
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 
 
@@ -42,9 +54,53 @@ class MLPTorso(nn.Module):
         return x
 
 
+def player_cell(obs: Observation) -> tuple[jax.Array, jax.Array]:
+    """(row, col) i32 of the player, read back from player[0] = row / 5 and player[1] = col / 5
+    (programs-rewards-observation §9.2)."""
+    scaled = jnp.round(obs.player[..., :2] * (GRID - 1)).astype(jnp.int32)
+    scaled = jnp.clip(scaled, 0, GRID - 1)
+    return scaled[..., 0], scaled[..., 1]
+
+
+def egocentric_grid(obs: Observation) -> jax.Array:
+    """f32[..., 11, 11, C + 1]: cell [i, j] holds the grid cell (row + i - 5, col + j - 5) of the
+    player at (row, col), with a last channel 1 on the board and 0 off it (where every other
+    channel is 0). Built with two one-hot contractions at full precision (exact, no gather)."""
+    row, col = player_cell(obs)
+    offsets = jnp.arange(EGOCENTRIC_SIZE) - (GRID - 1)
+    cells = jnp.arange(GRID)
+    # pick_row[..., i, r] = 1 where board row r sits at window row i.
+    pick_row = ((row[..., None, None] + offsets[:, None]) == cells).astype(jnp.float32)
+    pick_col = ((col[..., None, None] + offsets[:, None]) == cells).astype(jnp.float32)
+    on_board = jnp.ones(obs.grid.shape[:-1] + (1,), jnp.float32)
+    grid = jnp.concatenate([obs.grid.astype(jnp.float32), on_board], axis=-1)
+    return jnp.einsum("...ir,...jc,...rcf->...ijf", pick_row, pick_col, grid,
+                      precision=jax.lax.Precision.HIGHEST)
+
+
+class EgocentricEncoder(nn.Module):
+    """Per-cell embedding of the player-centred grid, flattened next to the player features,
+    owned programs and action mask."""
+
+    cell_features: int
+    activation: str
+    dtype: str
+
+    @nn.compact
+    def __call__(self, obs: Observation):
+        dtype = _DTYPES[self.dtype]
+        window = egocentric_grid(obs).astype(dtype)
+        cells = _ACTIVATIONS[self.activation](
+            _dense(self.cell_features, np.sqrt(2), dtype)(window))
+        lead = obs.player.shape[:-1]
+        return jnp.concatenate([
+            cells.reshape(lead + (-1,)), obs.player.astype(dtype),
+            obs.programs.astype(dtype), obs.action_mask.astype(dtype)], axis=-1)
+
+
 class ActorCritic(nn.Module):
-    """Flat MLP actor-critic. Returns float32 (logits[..., A], value[...]) whatever the compute
-    dtype; parameters are always float32."""
+    """MLP actor-critic over the ``encoder``'s features. Returns float32 (logits[..., A],
+    value[...]) whatever the compute dtype; parameters are always float32."""
 
     num_actions: int
     hidden_width: int = 256
@@ -52,10 +108,15 @@ class ActorCritic(nn.Module):
     activation: str = "tanh"
     separate_torsos: bool = True
     compute_dtype: str = "float32"
+    encoder: str = "flat"
+    cell_features: int = 8
 
     @nn.compact
     def __call__(self, obs: Observation):
-        x = flatten(obs).astype(_DTYPES[self.compute_dtype])
+        if self.encoder == "egocentric":
+            x = EgocentricEncoder(self.cell_features, self.activation, self.compute_dtype)(obs)
+        else:
+            x = flatten(obs).astype(_DTYPES[self.compute_dtype])
         torso = lambda: MLPTorso(self.hidden_width, self.hidden_depth, self.activation,
                                  self.compute_dtype)
         actor_features = torso()(x)
@@ -68,7 +129,8 @@ class ActorCritic(nn.Module):
 def make_network(config, num_actions: int) -> ActorCritic:
     return ActorCritic(num_actions=num_actions, hidden_width=config.hidden_width,
                        hidden_depth=config.hidden_depth, activation=config.activation,
-                       separate_torsos=config.separate_torsos, compute_dtype=config.compute_dtype)
+                       separate_torsos=config.separate_torsos, compute_dtype=config.compute_dtype,
+                       encoder=config.encoder, cell_features=config.cell_features)
 
 
 # ---------------------------------------------------------------- masked categorical

@@ -5,7 +5,8 @@
                                   ``UpdateMetrics``
 3. initial state                  ``make_optimizer``, ``init_runner_state``
 4. rollout                        ``collect_rollout`` (acts from the observation it stores)
-5. advantages                     ``compute_gae`` (terminated / truncated / trace cut)
+5. advantages                     ``normalize_rewards`` (running return std), ``compute_gae``
+                                  (terminated / truncated / trace cut)
 6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs``
 7. one update, K updates per jit  ``UpdateChunk`` (lax.scan of K updates under shard_map over
                                   all devices, runner state donated)
@@ -66,6 +67,31 @@ def make_env(config: TrainConfig):
     return env, params
 
 
+# Components of Swift's reward whose episode total is fixed by how the episode ends: damage and
+# recovery sum to (final HP - 3), i.e. -3 for every death; the death penalties follow from the
+# stage at death. Under discounting they pay only for postponing the end, which is the stalling
+# incentive (a policy that survives longer delays them); the "progress" training reward leaves
+# them out. Spending resources on programs is not penalised either (only gains count).
+TIMING_ONLY_COMPONENTS = ("damage_penalty", "hp_recovery", "death_penalty",
+                          "siphon_death_penalty")
+GAINS_ONLY_COMPONENTS = ("resource_gain",)
+
+
+def training_reward(config: TrainConfig, env_reward: jax.Array, breakdown: dict) -> jax.Array:
+    """The reward PPO optimises: the environment's (``training_reward="env"``) or the
+    "progress" reward, the environment's components without the timing-only ones and with
+    resource spending unpenalised. Logged returns and evaluations always use the
+    environment's reward."""
+    if config.training_reward == "env":
+        return env_reward
+    total = jnp.zeros_like(env_reward)
+    for name, value in breakdown.items():  # Swift's evaluation order
+        if name in TIMING_ONLY_COMPONENTS:
+            continue
+        total = total + (jnp.maximum(value, 0.0) if name in GAINS_ONLY_COMPONENTS else value)
+    return total
+
+
 def env_signature(env, env_params):
     """(num_actions, reward component names) read off abstract evaluation (no compile)."""
     obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
@@ -97,6 +123,22 @@ class EpisodeAccumulators:
     returns: jax.Array  # f32[N]
     lengths: jax.Array  # i32[N]
     breakdown: jax.Array  # f32[N, C] reward by component
+    discounted_returns: jax.Array  # f32[N]: sum of gamma^k r_{t-k}, for reward normalisation
+
+
+@struct.dataclass
+class ReturnStatistics:
+    """Running moments of the discounted return over all envs and steps so far (parallel
+    Welford merge); rewards are divided by ``sqrt(var)`` when ``normalize_rewards`` is on."""
+
+    count: jax.Array  # f32
+    mean: jax.Array  # f32
+    var: jax.Array  # f32
+
+    @classmethod
+    def initial(cls) -> "ReturnStatistics":
+        # A tiny prior count (as in the usual RunningMeanStd) so the first merge is the batch's.
+        return cls(count=jnp.float32(1e-4), mean=jnp.float32(0.0), var=jnp.float32(1.0))
 
 
 @struct.dataclass
@@ -108,6 +150,7 @@ class RunnerState:
     env_keys: jax.Array  # per env RNG keys (sampling and env steps)
     update_key: jax.Array  # shared RNG key (minibatch shuffles)
     episode: EpisodeAccumulators
+    return_stats: ReturnStatistics  # replicated: identical on every device
     update_step: jax.Array  # i32: updates done
 
 
@@ -135,6 +178,7 @@ class UpdateMetrics:
     policy_loss: jax.Array
     value_loss: jax.Array
     entropy: jax.Array
+    normalized_entropy: jax.Array  # entropy / log(legal actions), over states with a choice
     approx_kl: jax.Array
     clip_fraction: jax.Array
     grad_norm: jax.Array
@@ -155,7 +199,7 @@ def runner_state_specs() -> RunnerState:
     """PartitionSpecs: per-env fields split over the device axis, the rest replicated."""
     split, same = P(DEVICE_AXIS), P()
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
-                       update_key=same, episode=split, update_step=same)
+                       update_key=same, episode=split, return_stats=same, update_step=same)
 
 
 # ---------------------------------------------------------------------------- 3. init
@@ -200,7 +244,9 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
             episode=EpisodeAccumulators(returns=jnp.zeros(count, jnp.float32),
                                         lengths=jnp.zeros(count, jnp.int32),
                                         breakdown=jnp.zeros((count, num_components),
-                                                            jnp.float32)),
+                                                            jnp.float32),
+                                        discounted_returns=jnp.zeros(count, jnp.float32)),
+            return_stats=ReturnStatistics.initial(),
             update_step=jnp.int32(0))
 
     if mesh is None:
@@ -250,7 +296,8 @@ def shard_runner_state(runner: RunnerState, mesh: Mesh) -> RunnerState:
 def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                     network: ActorCritic, reward_components: tuple[str, ...]):
     """``num_steps`` vectorised env steps. Returns the new runner state, the time-major
-    ``Transition`` batch and per-step statistics (arrays [T, N, ...])."""
+    ``Transition`` batch, per-step statistics (arrays [T, N, ...]) and the discounted return
+    of each env after each step (f32[T, N], for reward normalisation)."""
 
     def step(runner: RunnerState, _):
         obs = runner.obs
@@ -272,10 +319,12 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
 
         done = terminated | truncated
         breakdown = jnp.stack([info["reward_breakdown"][name] for name in reward_components], -1)
+        optimised = training_reward(config, reward, info["reward_breakdown"])
         ep = runner.episode
         ep_return = ep.returns + reward
         ep_length = ep.lengths + 1
         ep_breakdown = ep.breakdown + breakdown
+        discounted = ep.discounted_returns * config.gamma + optimised
         done_f = done.astype(jnp.float32)
         is_direction = action < SIPHON_ACTION
         shot = info.get("shot", jnp.zeros_like(done)) & is_direction
@@ -300,21 +349,47 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         }
         keep = lambda x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), 0, x)
         episode = EpisodeAccumulators(returns=keep(ep_return), lengths=keep(ep_length),
-                                      breakdown=keep(ep_breakdown))
+                                      breakdown=keep(ep_breakdown),
+                                      discounted_returns=keep(discounted))
         transition = Transition(obs=obs, action=action, log_prob=log_prob, value=value,
-                                reward=reward, terminated=terminated, truncated=truncated,
+                                reward=optimised, terminated=terminated, truncated=truncated,
                                 bootstrap_value=bootstrap_value)
         # After a done step, next_obs is the reset observation (auto-reset), so the next action
         # is chosen from the new episode's first observation.
         runner = runner.replace(env_state=env_state, obs=next_obs, env_keys=env_keys,
                                 episode=episode)
-        return runner, (transition, stats)
+        return runner, (transition, stats, discounted)
 
-    runner, (transitions, stats) = lax.scan(step, runner, None, length=config.num_steps)
-    return runner, transitions, stats
+    runner, (transitions, stats, discounted) = lax.scan(step, runner, None,
+                                                        length=config.num_steps)
+    return runner, transitions, stats, discounted
 
 
-# ---------------------------------------------------------------------------- 5. GAE
+# ---------------------------------------------------------------------------- 5. advantages
+
+def update_return_statistics(stats: ReturnStatistics, discounted_returns: jax.Array,
+                             axis_name: str | None) -> ReturnStatistics:
+    """Merge the rollout's discounted returns (every env, every step, every device) into the
+    running moments."""
+    moments = jnp.stack([jnp.mean(discounted_returns), jnp.mean(jnp.square(discounted_returns))])
+    if axis_name is not None:
+        moments = lax.pmean(moments, axis_name)
+    batch_count = jnp.float32(discounted_returns.size) * (
+        1 if axis_name is None else lax.psum(1, axis_name))
+    batch_mean, batch_var = moments[0], jnp.maximum(moments[1] - moments[0] ** 2, 0.0)
+    total = stats.count + batch_count
+    delta = batch_mean - stats.mean
+    mean = stats.mean + delta * batch_count / total
+    m2 = (stats.var * stats.count + batch_var * batch_count
+          + jnp.square(delta) * stats.count * batch_count / total)
+    return ReturnStatistics(count=total, mean=mean, var=m2 / total)
+
+
+def reward_scale(stats: ReturnStatistics) -> jax.Array:
+    """1 / std of the discounted return (PureJaxRL's NormalizeVecReward): the return is
+    rescaled, never shifted, so the optimal policy is unchanged."""
+    return lax.rsqrt(stats.var + 1e-8)
+
 
 def compute_gae(rewards, values, terminated, truncated, bootstrap_values, last_value,
                 gamma: float, gae_lambda: float):
@@ -370,11 +445,19 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
         value_error = jnp.maximum(value_error, jnp.square(clipped_value - targets))
     value_loss = 0.5 * jnp.mean(value_error)
 
-    entropy = jnp.mean(masked_entropy(logits, mask))
+    entropies = masked_entropy(logits, mask)
+    entropy = jnp.mean(entropies)
     total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    # 1 = uniform over the legal actions, 0 = deterministic; comparable across states whose
+    # legal-action counts differ (a forced move has no entropy to lose and is left out).
+    legal = jnp.sum(mask, axis=-1)
+    has_choice = legal > 1
+    normalized = entropies / jnp.log(jnp.where(has_choice, legal, 2).astype(jnp.float32))
     aux = {
         "total_loss": total, "policy_loss": policy_loss, "value_loss": value_loss,
         "entropy": entropy,
+        "normalized_entropy": jnp.sum(jnp.where(has_choice, normalized, 0.0))
+        / jnp.maximum(jnp.sum(has_choice), 1),
         # Low-variance KL estimator (Schulman); sampled actions are always legal.
         "approx_kl": jnp.mean((ratio - 1.0) - log_ratio),
         "clip_fraction": jnp.mean((jnp.abs(ratio - 1.0) > config.clip_eps).astype(jnp.float32)),
@@ -434,11 +517,17 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     """One PPO update on this device's envs: rollout, GAE, epochs of minibatch SGD."""
     learning_rate = learning_rate_schedule(config)(
         runner.update_step * config.num_minibatches * config.update_epochs)
-    runner, transitions, stats = collect_rollout(runner, config, env, env_params, network,
-                                                 reward_components)
+    runner, transitions, stats, discounted = collect_rollout(runner, config, env, env_params,
+                                                             network, reward_components)
     _, last_value = network.apply(runner.params, runner.obs)
+    rewards = transitions.reward
+    if config.normalize_rewards:
+        # Values are learned in the scaled units; the logged returns stay raw.
+        runner = runner.replace(return_stats=update_return_statistics(
+            runner.return_stats, discounted, axis_name))
+        rewards = rewards * reward_scale(runner.return_stats)
     advantages, targets = compute_gae(
-        transitions.reward, transitions.value, transitions.terminated, transitions.truncated,
+        rewards, transitions.value, transitions.terminated, transitions.truncated,
         transitions.bootstrap_value, last_value, config.gamma, config.gae_lambda)
 
     update_key, shuffle_key = jax.random.split(runner.update_key)

@@ -19,6 +19,7 @@ from purejaxrl.checkpoint import CheckpointError, save_checkpoint
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
 from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
+from purejaxrl.health import StallingDetector
 from purejaxrl.logger import (Console, Progress, RunLogger, SilentLogger, progress_line,
                               summarize_chunk)
 from purejaxrl.networks import parameter_count
@@ -232,6 +233,7 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
         evaluator = make_training_evaluator(env, env_params, network, options.eval_envs,
                                             options.eval_max_steps)
     records, last_checkpoint = [], None
+    stalling = StallingDetector()
     train_seconds = 0.0
     compile_seconds = None
 
@@ -327,9 +329,13 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                     for mode, per_env in results.items():
                         for name, value in summarize_episodes(per_env).items():
                             record[f"eval_{mode}/{name}"] = value
+                stalling_warning = stalling.update(record)
+                record["health/stalling"] = stalling_warning is not None
                 records.append(record)
                 logger.log(record)
                 logger.print(progress_line(record, config.num_updates * config.batch_size))
+                if stalling_warning:
+                    logger.print(stalling_warning)
                 report_saved(saved)
                 # A signal that came while this chunk was being reported stops here, not a
                 # chunk later.

@@ -31,17 +31,19 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
-                              DEFAULT_COMPILE_CACHE_DIR, ENV_CHOICES, REWARD_SHAPING_CHOICES,
+                              DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES, ENV_CHOICES,
+                              REWARD_SHAPING_CHOICES, TRAINING_REWARD_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
                               validate_config, validate_run_options)
 
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
-    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "total_timesteps",
+    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "training_reward",
+    "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
-    "normalize_advantages", "hidden_width", "hidden_depth", "activation", "separate_torsos",
-    "compute_dtype", "num_devices", "seed")
+    "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
+    "separate_torsos", "compute_dtype", "encoder", "cell_features", "num_devices", "seed")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -55,6 +57,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="truncation limit (default: the environment's)")
     env.add_argument("--close-undo-exploit", action=flag,
                      help="clear the UNDO history at each stage start (decisions R9)")
+    env.add_argument("--training-reward", choices=TRAINING_REWARD_CHOICES,
+                     help="env: the environment's reward; progress: without the components "
+                          "that only pay for postponing death (damage, recovery, death "
+                          "penalties) and without the penalty for spending resources")
     batch = parser.add_argument_group("batch")
     batch.add_argument("--total-timesteps", type=int, help="default 50,000,000")
     batch.add_argument("--num-envs", type=int, help="global env count, default 256")
@@ -73,11 +79,18 @@ def build_parser() -> argparse.ArgumentParser:
     ppo_args.add_argument("--vf-coef", type=float, help="default 0.5")
     ppo_args.add_argument("--max-grad-norm", type=float, help="default 0.5")
     ppo_args.add_argument("--normalize-advantages", action=flag, help="default on")
+    ppo_args.add_argument("--normalize-rewards", action=flag,
+                          help="divide rewards by the running std of the discounted return")
     ppo_args.add_argument("--seed", type=int, help="default 0")
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-width", type=int, help="default 256")
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso, default 2")
     net.add_argument("--activation", choices=ACTIVATION_CHOICES, help="default tanh")
+    net.add_argument("--encoder", choices=ENCODER_CHOICES,
+                     help="flat: MLP over the flat 1545 view; egocentric: player-centred grid "
+                          "with a per-cell embedding")
+    net.add_argument("--cell-features", type=int,
+                     help="egocentric encoder: features per cell, default 8")
     net.add_argument("--separate-torsos", action=flag,
                      help="separate actor and critic MLPs (default: one shared torso)")
     net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,

@@ -47,10 +47,11 @@ def rollout():
     collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
                                         env_params=env_params, network=network,
                                         reward_components=components))
-    new_runner, transitions, stats = collect(runner)
+    new_runner, transitions, stats, discounted = collect(runner)
     return dict(env=env, env_params=env_params, network=network, components=components,
                 runner=runner, new_runner=new_runner,
-                transitions=jax.device_get(transitions), stats=jax.device_get(stats))
+                transitions=jax.device_get(transitions), stats=jax.device_get(stats),
+                discounted=np.asarray(discounted))
 
 
 def test_rollout_covers_terminations_and_truncations(rollout):
@@ -166,3 +167,16 @@ def test_action_kind_fractions_use_action_index_and_shot_flag(rollout):
     a = t.action
     expected = [np.sum((a < 4) & (a != 1)), np.sum(a == 1), np.sum(a == 4), np.sum(a >= 5)]
     np.testing.assert_array_equal(counts, expected)
+
+
+def test_discounted_return_accumulates_with_gamma_and_restarts_after_an_episode_end(rollout):
+    """The reward normaliser's input: G_t = r_t + gamma * G_{t-1}, where G_{t-1} = 0 after an
+    episode end (the next step belongs to a new episode)."""
+    t = rollout["transitions"]
+    previous = np.zeros(CONFIG.num_envs)
+    for step in range(CONFIG.num_steps):
+        expected = t.reward[step] + CONFIG.gamma * previous
+        np.testing.assert_allclose(rollout["discounted"][step], expected, rtol=1e-5, atol=1e-6)
+        previous = np.where(t.terminated[step] | t.truncated[step], 0.0, expected)
+    np.testing.assert_allclose(rollout["new_runner"].episode.discounted_returns, previous,
+                               rtol=1e-5, atol=1e-6)

@@ -1,0 +1,213 @@
+"""The learning benchmark: train K seeds of one configuration for a fixed budget, evaluate every
+seed on the same held-out boards next to the random and scripted-heuristic policies, append the
+rows to a ledger and draw the learning curve.
+
+Held-out boards: every policy plays one episode from each of ``episodes`` resets drawn from
+``EVALUATION_KEY``, a key no training run uses (training resets come from ``PRNGKey(seed)``
+splits). Evaluation always runs on the environment's parity defaults (Swift's reward and time
+limit), whatever reward options the run trained with, so every row of the ledger is judged on
+the same game: by stage reached and wins, with the Swift return alongside.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import datetime
+import json
+import os
+import subprocess
+import time
+from typing import Callable, Optional
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxrl import ppo
+from purejaxrl.config import RunOptions, TrainConfig
+from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
+                                  play_episodes, random_policy, summarize_episodes)
+
+EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
+
+
+@dataclasses.dataclass(frozen=True)
+class Tier:
+    total_timesteps: int
+    num_seeds: int
+    what: str
+
+
+TIERS = {
+    "smoke": Tier(2_097_152, 1, "a few minutes on a 2-core CPU: the pipeline runs end to end"),
+    "standard": Tier(20_000_000, 3, "20M env steps x 3 seeds"),
+    "full": Tier(50_000_000, 3, "50M env steps x 3 seeds"),
+}
+DEFAULT_NUM_ENVS = 2048
+DEFAULT_EVAL_EPISODES = 512
+LEDGER = os.path.join("benchmarks", "learning", "ledger.jsonl")
+
+
+def git_commit() -> Optional[str]:
+    try:
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, check=True).stdout.strip() or None
+    except (OSError, subprocess.CalledProcessError):
+        return None
+
+
+def evaluation_env(config: TrainConfig):
+    """The parity environment (default reward, default time limit) of ``config.env``."""
+    return ppo.make_env(TrainConfig(env=config.env))
+
+
+def make_network_evaluator(config: TrainConfig, episodes: int) -> Callable:
+    """``evaluate(params) -> {"greedy": summary, "sampled": summary}`` on the held-out boards;
+    one compile serves every seed and both modes (params and the mode are arguments)."""
+    env, env_params = evaluation_env(config)
+    network = ppo.make_network(config, env.num_actions)
+    max_steps = int(env_params.max_steps_in_episode)
+
+    @jax.jit
+    def play(params, greedy):
+        return play_episodes(env, env_params, network_policy(network, params, greedy),
+                             jax.random.PRNGKey(EVALUATION_KEY), episodes, max_steps)
+
+    def evaluate(params):
+        return {mode: summarize_episodes(play(params, jnp.bool_(mode == "greedy")))
+                for mode in ("greedy", "sampled")}
+    return evaluate
+
+
+def evaluate_baselines(config: TrainConfig, episodes: int) -> dict:
+    """{"random": summary, "heuristic": summary} on the same held-out boards."""
+    env, env_params = evaluation_env(config)
+    policies = {"random": random_policy}
+    heuristic = heuristic_policy(config.env)
+    if heuristic is not None:
+        policies["heuristic"] = heuristic
+    play = make_policy_comparison(env, env_params, list(policies.values()), episodes,
+                                  int(env_params.max_steps_in_episode))
+    key = jax.random.PRNGKey(EVALUATION_KEY)
+    return {name: summarize_episodes(play(index, key)) for index, name in enumerate(policies)}
+
+
+def learning_curve(records: list[dict]) -> list[list[float]]:
+    """[env_steps, mean stage of the training episodes that ended in the chunk] per chunk."""
+    return [[record["env_steps"], record["episode/stage_mean"]] for record in records
+            if record.get("episode/stage_mean") is not None]
+
+
+def median(values):
+    values = [v for v in values if v is not None]
+    return float(np.median(values)) if values else None
+
+
+def summary_table(seed_rows: list[dict], baselines: dict) -> str:
+    """Every seed, the median over seeds, then the baselines: the numbers that judge a run."""
+    columns = (("stage_mean", "stage", ".2f"), ("win_rate", "win", ".3f"),
+               ("truncation_rate", "trunc", ".3f"), ("length_mean", "length", ".0f"),
+               ("return_mean", "return", ".2f"), ("siphons_per_episode", "siph/ep", ".2f"),
+               ("programs_per_episode", "prog/ep", ".2f"), ("invalid_actions", "invalid", "d"),
+               ("masked_actions", "masked", "d"))
+    header = f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
+    lines = [header]
+
+    def line(name, summary):
+        cells = "".join(f"{format(summary[key], fmt):>10}" for key, _, fmt in columns)
+        lines.append(f"{name:<24}{cells}")
+
+    for mode in ("greedy", "sampled"):
+        for row in seed_rows:
+            line(f"seed {row['seed']} {mode}", row["eval"][mode])
+        if len(seed_rows) > 1:
+            lines.append(f"{'median ' + mode:<24}" + "".join(
+                f"{format(median([r['eval'][mode][key] for r in seed_rows]), fmt if fmt != 'd' else '.0f'):>10}"
+                for key, _, fmt in columns))
+    for name, summary in baselines.items():
+        line(name, summary)
+    return "\n".join(lines)
+
+
+def plot_learning_curves(path: str, label: str, seed_rows: list[dict], baselines: dict) -> None:
+    """PNG: every seed's training stage against env steps, its final greedy evaluation as a
+    marker, and the baselines' evaluation levels as horizontal lines."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(8, 4.5), dpi=110)
+    for row in seed_rows:
+        curve = np.asarray(row["curve"], dtype=float).reshape(-1, 2)
+        lines = axes.plot(curve[:, 0], curve[:, 1], linewidth=1.2,
+                          label=f"seed {row['seed']} (training episodes, sampled)")
+        axes.plot([row["env_steps"]], [row["eval"]["greedy"]["stage_mean"]], marker="o",
+                  color=lines[0].get_color(), linestyle="none")
+    styles = {"heuristic": ("black", "--"), "random": ("grey", ":")}
+    for name, summary in baselines.items():
+        color, style = styles.get(name, ("grey", "-."))
+        axes.axhline(summary["stage_mean"], color=color, linestyle=style,
+                     label=f"{name} ({summary['stage_mean']:.2f})")
+    axes.plot([], [], marker="o", color="black", linestyle="none",
+              label="final greedy evaluation, held-out boards")
+    axes.set_xlabel("env steps")
+    axes.set_ylabel("mean stage reached")
+    axes.set_title(label)
+    axes.grid(alpha=0.3)
+    axes.legend(fontsize=7, loc="best")
+    figure.tight_layout()
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    figure.savefig(path)
+    plt.close(figure)
+
+
+def append_rows(path: str, rows: list[dict]) -> None:
+    os.makedirs(os.path.dirname(path) or ".", exist_ok=True)
+    with open(path, "a", encoding="utf-8") as handle:
+        for row in rows:
+            handle.write(json.dumps(row) + "\n")
+
+
+def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: str,
+        options: RunOptions, eval_episodes: int, ledger: Optional[str],
+        plot_path: Optional[str], train: Callable, say=print) -> dict:
+    """Train and evaluate every seed, then the baselines; append the rows to ``ledger`` and
+    draw ``plot_path``. Returns {"seeds": rows, "baselines": summaries, "table": text}."""
+    evaluate = make_network_evaluator(config, eval_episodes)
+    common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
+              "date": datetime.datetime.now().isoformat(timespec="seconds"),
+              "backend": jax.default_backend(), "eval_episodes": eval_episodes,
+              "eval_key": EVALUATION_KEY}
+    seed_rows = []
+    for seed in seeds:
+        seed_config = config.replace(seed=seed)
+        seed_options = dataclasses.replace(options, run_name=f"{label}-s{seed}")
+        say(f"== {label}: seed {seed}, {config.total_timesteps:,} env steps")
+        start = time.perf_counter()
+        result = train(seed_config, seed_options)
+        wall = time.perf_counter() - start
+        params = jax.device_get(result.runner_state.params)
+        evaluation = evaluate(params)
+        records = result.records
+        train_seconds = records[-1]["elapsed_s"] if records else None
+        row = {**common, "kind": "seed", "seed": seed, "env_steps": result.env_steps,
+               "updates": result.updates_done, "wall_seconds": wall,
+               "train_seconds": train_seconds,
+               "sps": result.env_steps / train_seconds if train_seconds else None,
+               "compile_seconds": result.chunk.compile_seconds,
+               "config": seed_config.to_dict(), "eval": evaluation,
+               "curve": learning_curve(records), "checkpoint": result.last_checkpoint,
+               "final_training": {k: v for k, v in (records[-1] if records else {}).items()
+                                  if k.startswith(("episode/", "ppo/", "actions/"))}}
+        seed_rows.append(row)
+        say(f"   greedy stage {evaluation['greedy']['stage_mean']:.2f}, sampled "
+            f"{evaluation['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")
+    baselines = evaluate_baselines(config, eval_episodes)
+    baseline_rows = [{**common, "kind": "baseline", "policy": name, "eval": summary}
+                     for name, summary in baselines.items()]
+    if ledger:
+        append_rows(ledger, seed_rows + baseline_rows)
+    if plot_path:
+        plot_learning_curves(plot_path, f"{label} ({tier})", seed_rows, baselines)
+    table = summary_table(seed_rows, baselines)
+    return {"seeds": seed_rows, "baselines": baselines, "table": table}

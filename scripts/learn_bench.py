@@ -1,0 +1,114 @@
+#!/usr/bin/env python
+"""Learning benchmark: train K seeds of a configuration for a fixed budget, evaluate every seed
+on the same held-out boards (greedy and sampled) next to the random and heuristic policies,
+append the rows to benchmarks/learning/ledger.jsonl and draw the learning curve (PNG).
+
+    python scripts/learn_bench.py --tier smoke                      # a few minutes, 1 seed
+    python scripts/learn_bench.py --tier standard --label defaults  # 20M x 3 seeds, 2048 envs
+    python scripts/learn_bench.py --tier full --label defaults      # 50M x 3 seeds
+    python scripts/learn_bench.py --tier standard --label gamma995 -- --gamma 0.995
+
+Flags after ``--`` are training flags of scripts/train_purejaxrl.py (same defaults); the tier
+sets --total-timesteps (unless given there) and --num-envs 2048 (unless given). Every seed is
+reported, never the best alone; the table ends with the median over seeds and the baselines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import os
+import shlex
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from purejaxrl.config import ConfigError, validate_config  # noqa: E402
+from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS,  # noqa: E402
+                                          LEDGER, TIERS)
+
+
+def _training_cli():
+    """scripts/train_purejaxrl.py as a module: its flags, defaults and config derivation are
+    the benchmark's, so a benchmarked configuration is exactly what the main command runs."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_purejaxrl.py")
+    spec = importlib.util.spec_from_file_location("train_purejaxrl", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--tier", choices=tuple(TIERS), default="smoke",
+                        help="; ".join(f"{name}: {tier.what}" for name, tier in TIERS.items()))
+    parser.add_argument("--label", default=None, help="name of this configuration in the ledger "
+                        "and of its runs (default: the tier)")
+    parser.add_argument("--seeds", type=int, nargs="+",
+                        help="training seeds (default: 0..K-1 for the tier's K)")
+    parser.add_argument("--eval-episodes", type=int, default=DEFAULT_EVAL_EPISODES,
+                        help="held-out boards per policy (default 512)")
+    parser.add_argument("--ledger", default=LEDGER, help="JSONL ledger to append to")
+    parser.add_argument("--no-ledger", action="store_true", help="do not append to the ledger")
+    parser.add_argument("--plot", help="learning-curve PNG (default: beside the ledger, "
+                        "<label>.png)")
+    parser.add_argument("--checkpoint-dir", default="checkpoints",
+                        help="where each seed's run directory goes")
+    parser.add_argument("train_flags", nargs=argparse.REMAINDER,
+                        help="-- followed by training flags of train_purejaxrl.py")
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    train_flags = args.train_flags[1:] if args.train_flags[:1] == ["--"] else args.train_flags
+    tier = TIERS[args.tier]
+    seeds = args.seeds if args.seeds is not None else list(range(tier.num_seeds))
+    label = args.label or args.tier
+    train_purejaxrl = _training_cli()
+    train_parser = train_purejaxrl.build_parser()
+    try:
+        if args.eval_episodes < 1:
+            raise ConfigError(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
+        if not label or "/" in label:
+            raise ConfigError(f"--label must be a plain name, got {label!r}")
+        train_args = train_parser.parse_args(train_flags)
+        if train_args.resume:
+            raise ConfigError("the learning benchmark trains from scratch; --resume is not "
+                              "allowed")
+        if train_args.total_timesteps is None:
+            train_args.total_timesteps = tier.total_timesteps
+        if train_args.num_envs is None:
+            train_args.num_envs = DEFAULT_NUM_ENVS
+        train_args.no_wandb = True
+        train_args.checkpoint_dir = args.checkpoint_dir
+        options = train_purejaxrl.run_options_from_args(train_args)
+        import jax
+        config = train_purejaxrl.config_from_args(train_args, None, jax.device_count())
+        validate_config(config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except SystemExit as exit_:  # argparse of the training flags
+        return int(exit_.code or 2)
+
+    from purejaxrl.learning_benchmark import run
+    from purejaxrl.train import train
+
+    ledger = None if args.no_ledger else args.ledger
+    plot = args.plot or os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")
+    command = "python scripts/learn_bench.py " + " ".join(
+        shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
+    outcome = run(config, seeds, label, args.tier, command, options, args.eval_episodes, ledger,
+                  plot, lambda c, o: train(c, o))
+    print(f"\n{label} ({args.tier}): {config.total_timesteps:,} env steps per seed, "
+          f"{args.eval_episodes} held-out boards per policy")
+    print(outcome["table"])
+    if ledger:
+        print(f"rows appended to {ledger}; curve {plot}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

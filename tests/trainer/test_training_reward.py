@@ -1,0 +1,55 @@
+"""What PPO optimises: the progress training reward (the env's components without the
+timing-only ones), reward normalisation by the running return std (PureJaxRL's
+NormalizeVecReward idea), and configs from before these options resuming with them off."""
+
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxrl.config import TrainConfig
+from purejaxrl.ppo import ReturnStatistics, reward_scale, update_return_statistics
+
+
+def test_running_moments_equal_moments_of_all_batches_merged():
+    rng = np.random.default_rng(0)
+    batches = [rng.normal(3.0, 2.0, size=(8, 4)), rng.normal(-1.0, 0.5, size=(16, 4)),
+               rng.normal(10.0, 4.0, size=(4, 4))]
+    stats = ReturnStatistics.initial()
+    for batch in batches:
+        stats = update_return_statistics(stats, jnp.asarray(batch, jnp.float32), None)
+    everything = np.concatenate([b.ravel() for b in batches])
+    # The prior count (1e-4) moves the moments by about 1e-4 / 224.
+    np.testing.assert_allclose(float(stats.mean), everything.mean(), rtol=1e-4)
+    np.testing.assert_allclose(float(stats.var), everything.var(), rtol=1e-4)
+    np.testing.assert_allclose(float(stats.count), everything.size, rtol=1e-5)
+    np.testing.assert_allclose(float(reward_scale(stats)), 1.0 / everything.std(), rtol=1e-4)
+
+
+def test_config_from_before_the_option_resumes_with_the_behaviour_of_its_time():
+    old = TrainConfig().to_dict()
+    for name in ("normalize_rewards", "encoder", "cell_features"):
+        old.pop(name)
+    config = TrainConfig.from_dict(old)
+    assert config.normalize_rewards is False and config.encoder == "flat"
+
+
+def test_progress_training_reward_drops_timing_only_components_and_spending_penalty():
+    """A death step on stage 3 next to a siphon-spawned enemy (programs-rewards-observation
+    §8.11's -12.51 example) pays only the step penalty under "progress"; a step that spends
+    resources is not penalised, one that gains them is paid; "env" is the env's reward."""
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.ppo import training_reward
+    from envs.hackmatrix import REWARD_COMPONENTS
+
+    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
+    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
+                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
+    progress = TrainConfig(training_reward="progress")
+    np.testing.assert_allclose(training_reward(progress, jnp.float32(-12.51), death), -0.01)
+    spend = dict(zero, step_penalty=jnp.float32(-0.01), resource_gain=jnp.float32(-0.2))
+    gain = dict(zero, step_penalty=jnp.float32(-0.01), resource_gain=jnp.float32(0.15),
+                kills=jnp.float32(0.3))
+    np.testing.assert_allclose(training_reward(progress, jnp.float32(-0.21), spend), -0.01)
+    np.testing.assert_allclose(training_reward(progress, jnp.float32(0.44), gain), 0.44,
+                               rtol=1e-6)
+    env = TrainConfig(training_reward="env")
+    assert float(training_reward(env, jnp.float32(-12.51), death)) == np.float32(-12.51)
