@@ -20,8 +20,8 @@ TINY = ["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width",
         "--hidden-depth", "1", "--no-wandb", "--max-episode-steps", "6"]
 
 
-def run(script, *args, timeout=300):
-    env = dict(os.environ, JAX_PLATFORMS="cpu")
+def run(script, *args, timeout=300, **extra_env):
+    env = dict(os.environ, JAX_PLATFORMS="cpu", **extra_env)
     return subprocess.run([sys.executable, script, *args], capture_output=True, text=True,
                           env=env, timeout=timeout, cwd=REPO_ROOT)
 
@@ -55,13 +55,16 @@ def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
 
 @pytest.fixture(scope="module")
 def cli_run(tmp_path_factory):
-    """3 updates (chunks of 2 + 1), evaluation every 2 updates, a fresh compile cache."""
+    """3 updates (chunks of 2 + 1), evaluation every 2 updates, a fresh compile cache. The
+    cache keeps every program here (threshold 0 s): whether a tiny program takes more than the
+    default second to compile depends on the machine's load. The chunk itself, with its live
+    progress callback, is one JAX never caches persistently."""
     checkpoint_dir = str(tmp_path_factory.mktemp("cli"))
     compile_cache_dir = str(tmp_path_factory.mktemp("cli_cache"))
     result = run(TRAIN, *TINY, "--total-timesteps", "96", "--checkpoint-dir", checkpoint_dir,
                  "--run-name", "cli", "--compile-cache-dir", compile_cache_dir,
                  "--updates-per-chunk", "2", "--eval-interval", "2", "--eval-envs", "4",
-                 "--keep-checkpoints", "2")
+                 "--keep-checkpoints", "2", JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS="0")
     assert result.returncode == 0, result.stderr[-4000:]
     assert os.listdir(compile_cache_dir), "the persistent compilation cache stayed empty"
     return result, os.path.join(checkpoint_dir, "cli"), checkpoint_dir
