@@ -5,8 +5,8 @@ and print the line that points the Swift-backed checks at it.
     python scripts/swift_oracle.py /path/to/hack-matrix
     # -> HACKMATRIX_BINARY=/home/you/.cache/hackmatrix-swift/<hash>/HackMatrix
 
-    # build (or reuse) and run every Swift-backed check in one command:
-    env $(python scripts/swift_oracle.py /path/to/hack-matrix) python -m pytest tests/parity tests/swift -q
+    # build (or reuse), then run a command with HACKMATRIX_BINARY set (its exit status is ours):
+    python scripts/swift_oracle.py /path/to/hack-matrix -- python -m pytest tests/parity -q
 
 The source is a checkout or export of the public ``charleseff/hack-matrix`` repository (SPEC.md
 "Verified against the Swift binary" names the commit checked). Nothing of it is copied into this
@@ -18,7 +18,7 @@ protocol's ``getActionSpace`` before its path is printed.
 
 stdout carries only the ``HACKMATRIX_BINARY=...`` line; progress and errors go to stderr. Exit
 status: 0 success, 1 build or smoke-check failure, 2 bad input (no toolchain, not a HackMatrix
-source tree).
+source tree); with a command after ``--``, that command's status once the binary is ready.
 """
 
 import argparse
@@ -32,6 +32,7 @@ import tempfile
 import time
 
 BINARY_NAME = "HackMatrix"
+BINARY_ENV_VAR = "HACKMATRIX_BINARY"  # as envs.hackmatrix.parity_client reads it
 DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "hackmatrix-swift")
 # What marks a HackMatrix source tree: the package manifest, the headless CLI and the SPM entry
 # point that starts it (programs-rewards-observation §10.1).
@@ -173,22 +174,33 @@ def oracle(source: str, *, cache_dir: str, swift: str | None = None, force: bool
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
+        usage="%(prog)s [options] SWIFT_SOURCE_DIR [-- COMMAND ...]")
     parser.add_argument("source", metavar="SWIFT_SOURCE_DIR",
                         help="the hack-matrix source tree (contains Package.swift)")
     parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR,
                         help=f"where built binaries are kept (default {DEFAULT_CACHE_DIR})")
     parser.add_argument("--swift", default=None, help="the swift driver (default: swift on PATH)")
     parser.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
-    args = parser.parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after the first "--" is the command to run with the binary set.
+    command = argv[argv.index("--") + 1:] if "--" in argv else []
+    args = parser.parse_args(argv[:argv.index("--")] if "--" in argv else argv)
     try:
         binary = oracle(args.source, cache_dir=args.cache_dir, swift=args.swift, force=args.force)
     except OracleError as exc:
         log(f"error: {exc}")
         return exc.status
-    print(f"HACKMATRIX_BINARY={binary}", flush=True)
-    return 0
+    print(f"{BINARY_ENV_VAR}={binary}", flush=True)
+    if not command:
+        return 0
+    log(f"running: {' '.join(command)}")
+    try:
+        return subprocess.run(command, env=dict(os.environ, **{BINARY_ENV_VAR: binary})).returncode
+    except OSError as exc:
+        log(f"error: cannot run {command[0]}: {exc}")
+        return 2
 
 
 if __name__ == "__main__":

@@ -87,6 +87,16 @@ def test_builds_once_prints_the_binary_line_and_reuses_the_cache(toolchain):
     assert forced.stdout == edited.stdout and builds(toolchain) == 3
 
 
+def test_a_command_after_the_separator_runs_with_the_binary_set(toolchain):
+    """`swift_oracle.py SRC -- CMD ...` runs CMD with HACKMATRIX_BINARY set once the binary is
+    ready, and exits with CMD's status."""
+    probe = ("import os, sys; print('seen', os.environ['HACKMATRIX_BINARY']); "
+             "sys.exit(7)")
+    result = run(toolchain, "--", sys.executable, "-c", probe)
+    binary = result.stdout.splitlines()[0].split("=", 1)[1]
+    assert result.returncode == 7 and result.stdout.splitlines()[1] == f"seen {binary}"
+
+
 def test_not_a_hackmatrix_source_tree_is_exit_2(toolchain, tmp_path):
     other = tmp_path / "elsewhere"
     other.mkdir()
