@@ -15,7 +15,10 @@ stage-start transmissions (their enemy types) and reveals the question blocks of
 
 Compared per stage: player corner and starting bonus (stage 1), exit corner, block count, cells,
 kinds (data / program / question), data points, programs, resources (credits/energy x amount, and
-totals), transmission count, cells and enemy types, question contents (points / program).
+totals), transmission count, cells and enemy types, question contents (points / program). A last
+sample set ("spawns") compares the cells of in-game spawns from two fixed scenarios: a scheduled
+spawn whose line of fire is shaped by an enemy, a block and a transmission, and four siphon
+spawns in one call.
 One-value-per-board features use a chi-square homogeneity test (sparse tail categories merged to
 an expected count of 5). Many-values-per-board features (cells, points, programs, ...) are summed
 per board and compared with the chi-square statistic of their totals, its p-value taken from
@@ -46,7 +49,7 @@ from scipy import stats  # noqa: E402
 
 from envs.hackmatrix import HackMatrix  # noqa: E402
 from envs.hackmatrix.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,  # noqa: E402
-                                       N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET)
+                                       N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
 from envs.hackmatrix.parity_client import BINARY_ENV_VAR, ProtocolEngine  # noqa: E402
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
 from envs.hackmatrix.raw_observation import raw_observation  # noqa: E402
@@ -54,6 +57,7 @@ from envs.hackmatrix.scenario import set_state  # noqa: E402
 
 LEVEL = 0.001
 MOVE_RIGHT = 3
+SPAWNS = "spawns"  # the sample set of in-game spawns (SPAWN_SCENARIOS)
 BATCH = 2000  # our boards generated per jitted call
 MIN_EXPECTED = 5.0
 
@@ -101,13 +105,19 @@ def swift_boards(engine: ProtocolEngine, stage: int, count: int) -> list:
 
 
 @functools.cache
+def _steps(env: HackMatrix):
+    """One step from one start state for a batch of keys: the new states (compiled once)."""
+    params = env.default_params
+    return jax.jit(jax.vmap(lambda k, start, action: env.step_env(k, start, action, params)[1],
+                            in_axes=(0, None, None)))
+
+
+@functools.cache
 def _generators(env: HackMatrix):
     """(new games, stage advances from a start state) for a batch of keys, compiled once."""
     params = env.default_params
     new_games = jax.jit(jax.vmap(lambda k: env.reset_env(k, params)[1]))
-    stage_advances = jax.jit(jax.vmap(
-        lambda k, start: env.step_env(k, start, MOVE_RIGHT, params)[1], in_axes=(0, None)))
-    return new_games, stage_advances
+    return new_games, lambda keys, start: _steps(env)(keys, start, np.int32(MOVE_RIGHT))
 
 
 def jax_boards(env: HackMatrix, stage: int, count: int, key) -> list:
@@ -137,6 +147,62 @@ def jax_boards(env: HackMatrix, stage: int, count: int, key) -> list:
                 revealed = {"types": types, "questions": questions}
             records.append((board, revealed))
     return records
+
+
+# In-game spawns (§3.6, §7.2 steps 5-6, §9) from fixed scenarios: a scheduled spawn with the
+# line of fire shaped by an enemy (it stops the line), a block (it stops the line) and a
+# transmission (it does not; the cells behind it stay in line); and a siphon that owes four
+# transmissions at once (each one avoids the ones spawned before it).
+WAIT_ACTION = PROGRAM_ACTION_OFFSET + WAIT
+SPAWN_SCENARIOS = {
+    "scheduled spawn": ({"player": {"row": 2, "col": 2, "energy": 5}, "turn": 11,
+                         "ownedPrograms": [WAIT_ACTION],
+                         "enemies": [{"type": "daemon", "row": 4, "col": 2, "hp": 3}],
+                         "transmissions": [{"row": 2, "col": 3, "turnsRemaining": 5,
+                                            "enemyType": "virus"}],
+                         "blocks": [{"row": 0, "col": 2, "type": "data", "points": 2}]},
+                        WAIT_ACTION),
+    "siphon spawns": ({"player": {"row": 3, "col": 3, "dataSiphons": 1},
+                       "enemies": [{"type": "glitch", "row": 3, "col": 0, "hp": 2}],
+                       "blocks": [{"row": 4, "col": 3, "type": "data", "points": 4},
+                                  {"row": 1, "col": 3, "type": "data", "points": 1,
+                                   "spawnCount": 0}]},
+                      ACTION_SIPHON),
+}
+
+
+def swift_spawns(engine: ProtocolEngine, scenario: dict, action: int, count: int) -> list:
+    """Cells of the transmissions that the step spawned, ``count`` times on Swift."""
+    before = {(t["row"], t["col"]) for t in scenario.get("transmissions", [])}
+    spawned = []
+    for _ in range(count):
+        engine.set_state(scenario)
+        cells = engine.step(action).observation["cells"]
+        spawned.append([r * GRID + c for r in range(GRID) for c in range(GRID)
+                        if "transmission" in cells[r][c] and (r, c) not in before])
+    return spawned
+
+
+def jax_spawns(env: HackMatrix, scenario: dict, action: int, count: int, key) -> list:
+    """The same from our engine (jit + vmap over keys)."""
+    start = set_state(scenario)
+    spawned = []
+    while len(spawned) < count:
+        key, batch_key = jax.random.split(key)
+        t = jax.device_get(_steps(env)(jax.random.split(batch_key, BATCH), start,
+                                       np.int32(action)).transmissions)
+        new = t.active & (t.seq >= int(start.next_seq))
+        for i in range(min(BATCH, count - len(spawned))):
+            spawned.append([int(t.row[i, s]) * GRID + int(t.col[i, s])
+                            for s in np.flatnonzero(new[i])])
+    return spawned
+
+
+def spawn_features(spawned: list) -> dict:
+    cells = np.zeros((len(spawned), GRID * GRID), np.int64)
+    for i, chosen in enumerate(spawned):
+        cells[i, chosen] = 1
+    return {"cells": ("counts", cells), "count": ("categorical", cells.sum(axis=1))}
 
 
 # --- features -----------------------------------------------------------------------------------
@@ -271,6 +337,29 @@ def permutation_chi_square(a: np.ndarray, b: np.ndarray, permutations: int, rng)
     return float(observed), int(a.shape[1]), (exceed + 1) / (permutations + 1)
 
 
+def paired_permutation_chi_square(a: np.ndarray, b: np.ndarray, permutations: int, rng):
+    """(statistic, components, p) for paired samples: row i of ``a`` and of ``b`` come from the
+    same situation (Swift's draw and ours from one state). The chi-square statistic of their
+    totals, with its p-value from random swaps within pairs (exchangeable when the two laws
+    are equal)."""
+    keep = (a.sum(axis=0) + b.sum(axis=0)) > 0
+    a, b = a[:, keep].astype(np.float64), b[:, keep].astype(np.float64)
+    if a.shape[1] < 2 or not len(a):
+        return 0.0, int(a.shape[1]), None
+    n = len(a)
+    observed = _totals_chi_square(a.sum(axis=0), b.sum(axis=0), n, n)
+    difference, total = a - b, (a + b).sum(axis=0)
+    exceed, done, chunk = 0, 0, 500
+    while done < permutations:
+        size = min(chunk, permutations - done)
+        swaps = rng.integers(0, 2, (size, n)).astype(np.float64)
+        totals_a = b.sum(axis=0) + swaps @ difference
+        exceed += int(np.sum(_totals_chi_square(totals_a, total - totals_a, n, n)
+                             >= observed - 1e-9))
+        done += size
+    return float(observed), int(a.shape[1]), (exceed + 1) / (permutations + 1)
+
+
 def compare(swift: dict, ours: dict, permutations: int, rng) -> list:
     rows = []
     for name, (kind, values) in swift.items():
@@ -298,12 +387,25 @@ def _mean(values):
 # --- the run ------------------------------------------------------------------------------------
 
 def run_stage(swift_engine, env, stage, boards, permutations, seed):
+    """Rows of one sample set: a stage's boards (``stage`` 1..8) or the in-game spawns
+    (``stage`` "spawns")."""
     rng = np.random.default_rng(seed)
+    key = jax.random.PRNGKey(seed)
     started = time.time()
-    swift = features(swift_boards(swift_engine, stage, boards), stage)
+    if stage == SPAWNS:
+        swift = {f"{name}: {feature}": value for name, (scenario, action) in SPAWN_SCENARIOS.items()
+                 for feature, value in spawn_features(
+                     swift_spawns(swift_engine, scenario, action, boards)).items()}
+    else:
+        swift = features(swift_boards(swift_engine, stage, boards), stage)
     swift_s = time.time() - started
     started = time.time()
-    ours = features(jax_boards(env, stage, boards, jax.random.PRNGKey(seed)), stage)
+    if stage == SPAWNS:
+        ours = {f"{name}: {feature}": value for name, (scenario, action) in SPAWN_SCENARIOS.items()
+                for feature, value in spawn_features(
+                    jax_spawns(env, scenario, action, boards, key)).items()}
+    else:
+        ours = features(jax_boards(env, stage, boards, key), stage)
     jax_s = time.time() - started
     return compare(swift, ours, permutations, rng), swift_s, jax_s
 
@@ -334,7 +436,9 @@ def main(argv=None) -> int:
     parser.add_argument("--binary", default=os.environ.get(BINARY_ENV_VAR),
                         help=f"the Swift HackMatrix binary (default ${BINARY_ENV_VAR})")
     parser.add_argument("--boards", type=int, default=10_000, help="boards per stage and engine")
-    parser.add_argument("--stages", type=int, nargs="+", default=list(range(1, N_STAGES + 1)))
+    parser.add_argument("--stages", nargs="+", default=[str(s) for s in range(1, N_STAGES + 1)]
+                        + [SPAWNS], help=f"stages 1..{N_STAGES} and/or '{SPAWNS}' (in-game "
+                        "spawns from fixed scenarios)")
     parser.add_argument("--permutations", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", default=None, help="write the JSON report here")
@@ -344,26 +448,28 @@ def main(argv=None) -> int:
                      "(python scripts/swift_oracle.py SWIFT_SOURCE_DIR prints the line)")
     if not (os.path.isfile(args.binary) and os.access(args.binary, os.X_OK)):
         parser.error(f"--binary {args.binary} is not an executable file")
-    if any(not 1 <= s <= N_STAGES for s in args.stages):
-        parser.error(f"--stages must lie in 1..{N_STAGES}")
+    valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS]
+    if any(s not in valid for s in args.stages):
+        parser.error(f"--stages takes {' '.join(valid)}")
+    stages = [s if s == SPAWNS else int(s) for s in args.stages]
     enable_compilation_cache()
     env = HackMatrix()
     report = {"binary": args.binary, "boards_per_stage": args.boards,
               "permutations": args.permutations, "level": LEVEL, "stages": {}}
     failures = []
     with ProtocolEngine([args.binary, "--headless-cli"]) as swift:
-        for stage in args.stages:
+        for index, stage in enumerate(stages):
             rows, failed, swift_s, jax_s = checked_stage(swift, env, stage, args.boards,
-                                                         args.permutations, args.seed + stage)
+                                                         args.permutations, args.seed + index)
             failures += [(stage, feature) for feature in failed]
             report["stages"][str(stage)] = {"rows": rows, "swift_seconds": round(swift_s, 1),
                                             "jax_seconds": round(jax_s, 1)}
-            print(f"stage {stage}: {args.boards} boards each (Swift {swift_s:.0f} s, JAX "
-                  f"{jax_s:.0f} s)", flush=True)
+            print(f"{'stage ' if stage != SPAWNS else ''}{stage}: {args.boards} samples each "
+                  f"(Swift {swift_s:.0f} s, JAX {jax_s:.0f} s)", flush=True)
             for row in rows:
                 note = f"  (again: {row['confirmation_p']:.4f})" if "confirmation_p" in row else ""
                 p = "" if row["p"] is None else f"p = {row['p']:.4f}"
-                print(f"  {row['feature']:<38} {row['test']:<38} {p}{note}", flush=True)
+                print(f"  {row['feature']:<40} {row['test']:<38} {p}{note}", flush=True)
     p_values = [row["p"] for stage in report["stages"].values() for row in stage["rows"]
                 if row["p"] is not None]
     uniformity = stats.kstest(p_values, "uniform")

@@ -43,11 +43,13 @@ from envs.hackmatrix.parity_client import (BINARY_ENV_VAR, OracleDivergence,  # 
                                            OracleLockstep, ProtocolEngine)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
 from envs.hackmatrix.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
+from swift_generation_stats import LEVEL, paired_permutation_chi_square  # noqa: E402
 
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario")
 PROGRAM_SHARE, RANDOM_SHARE = 0.3, 0.1  # the heuristic policy's mixture
 BOARD_BATCH = 256
+PERMUTATIONS = 2000
 
 
 class ScenarioSource:
@@ -183,6 +185,7 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
         trajectory += 1
     elapsed = time.time() - started
     return {
+        "paired_draws": paired_draw_tests(oracle, seed),
         "steps": totals["steps"], "trajectories": trajectory, "seconds": round(elapsed, 1),
         "per_policy": {p: dict(c) for p, c in per_policy.items()},
         "max_stage_reached": {str(k): v for k, v in sorted(max_stage.items())},
@@ -190,6 +193,21 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
         "oracle": dict(sorted(oracle.stats.items())),
         "divergences": divergences,
     }
+
+
+def paired_draw_tests(oracle: OracleLockstep, seed: int) -> list:
+    """Adopted draws (spawns, new boards) against the mirror's own draws in the same situations
+    (``OracleLockstep.paired_draws``): a law of ours that differs from Swift's shows here even
+    where Swift's outcome is one ours allows."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for name, (ours, theirs) in sorted(oracle.paired_draws.items()):
+        statistic, components, p = paired_permutation_chi_square(
+            np.array(theirs), np.array(ours), PERMUTATIONS, rng)
+        rows.append({"feature": name, "pairs": len(ours), "components": components, "p": p,
+                     "swift_mean": np.round(np.mean(theirs, axis=0), 4).tolist(),
+                     "jax_mean": np.round(np.mean(ours, axis=0), 4).tolist()})
+    return rows
 
 
 def main(argv=None) -> int:
@@ -222,14 +240,20 @@ def main(argv=None) -> int:
                       max_divergences=args.max_divergences, log_every=args.log_every,
                       dump_dir=args.dump_dir)
     report["binary"] = args.binary
-    summary = {k: v for k, v in report.items() if k != "divergences"}
+    summary = {k: v for k, v in report.items() if k not in ("divergences", "paired_draws")}
     print(json.dumps(summary, indent=1))
+    low = []
+    for row in report["paired_draws"]:
+        p = "" if row["p"] is None else f"p = {row['p']:.4f}"
+        print(f"paired draws, {row['feature']:<52} {row['pairs']:>6} pairs {p}")
+        if row["p"] is not None and row["p"] < LEVEL:
+            low.append(row["feature"])
     print(f"{len(report['divergences'])} divergences in {report['steps']} steps over "
-          f"{report['trajectories']} trajectories")
+          f"{report['trajectories']} trajectories; {len(low)} paired draw laws below p = {LEVEL}")
     if args.report:
         with open(args.report, "w") as f:
             json.dump(report, f, indent=1)
-    return 1 if report["divergences"] else 0
+    return 1 if report["divergences"] or low else 0
 
 
 if __name__ == "__main__":

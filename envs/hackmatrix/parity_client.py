@@ -28,9 +28,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .constants import (ACTION_SIPHON, BLOCK, CORNER_CELLS, DATA_SIPHON, EMPTY, ENEMY_MAX_HP,
-                        ENEMY_NAMES, EXIT, IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, POLY,
+                        ENEMY_NAMES, EXIT, GRID, IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, POLY,
                         PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, REDUC, SIPHON_SCHEDULE_DELAY,
-                        VIRUS, WARP)
+                        UNDO, VIRUS, WARP)
 from . import bitboard, game, generation, observation, rewards, spawn
 from .env import HackMatrix
 from .protocol import CommandError, HeadlessGame, compiled
@@ -389,6 +389,7 @@ class _Candidate:
     mask: object = None
     events: collections.Counter = dataclasses.field(default_factory=collections.Counter)
     problems: list = dataclasses.field(default_factory=list)  # failed support checks
+    samples: list = dataclasses.field(default_factory=list)  # (kind, ours, Swift's) draws
 
 
 def _host_tree(tree):
@@ -478,6 +479,9 @@ class OracleLockstep:
         self.notes = Notes()
         self.shadow = []  # Notes of every snapshot on Swift's (unbounded) UNDO stack
         self.stats = collections.Counter()
+        # Adopted draws, paired with the mirror's own draw in the same situation (see
+        # ``draw_features``): {kind: ([our feature vectors], [Swift's feature vectors])}.
+        self.paired_draws = collections.defaultdict(lambda: ([], []))
 
     # --- starting a game ------------------------------------------------------------------
 
@@ -560,12 +564,23 @@ class OracleLockstep:
                         events["key_searches"] += 1
                         break
         if candidate is None:
-            raise OracleDivergence("step", action, self._differences(first, swift), self._board(),
-                                   self.state, swift)
+            differences = self._differences(first, swift)
+            kind = "departure R3" if self._ring_exhausted(first, differences, swift) else "step"
+            raise OracleDivergence(kind, action, differences, self._board(), self.state, swift)
         if candidate.problems:
             raise OracleDivergence("support", action, candidate.problems, self._board(),
                                    self.state, swift)
         self._accept(candidate, action, pre, events)
+
+    def _ring_exhausted(self, candidate, differences, swift: SwiftStep) -> bool:
+        """The one documented departure (decisions R3): our UNDO history keeps the newest H
+        snapshots, Swift all of them; after more than H UNDOs in a row Swift can still UNDO."""
+        depth = len(self.shadow) - candidate.popped + candidate.pushed
+        ours = [int(i) for i in np.flatnonzero(candidate.mask)]
+        undo = PROGRAM_ACTION_OFFSET + UNDO
+        return (len(differences) == 1 and differences[0].startswith("validActions")
+                and int(candidate.state.history.size) == 0 < depth
+                and undo not in ours and sorted(ours + [undo]) == swift.valid)
 
     def _accept(self, candidate, action, pre, events):
         if candidate.popped:
@@ -576,6 +591,10 @@ class OracleLockstep:
         self.stats.update(events)
         self.stats.update(candidate.events)
         self.stats["steps"] += 1
+        for kind, ours, theirs in candidate.samples:
+            for name, vector in ours.items():
+                self.paired_draws[f"{kind}: {name}"][0].append(vector)
+                self.paired_draws[f"{kind}: {name}"][1].append(theirs[name])
         for name in self._draw_kinds(candidate, action, pre):
             self.stats[f"draws_{name}"] += 1
 
@@ -636,17 +655,22 @@ class OracleLockstep:
                                if g.question[cell] and g.content[cell] == BLOCK}
             if action == PROGRAM_ACTION_OFFSET + REDUC and not flags["invalid_action"]:
                 notes.questions = {cell: r + 1 for cell, r in notes.questions.items()}
+        samples = []
         if flags["stage_complete"] and not flags["won"]:
+            ours = board_features(state, first_new_seq)
             state = _drop_new_transmissions(state, first_new_seq)
             notes.transmissions = {slot: note for slot, note in notes.transmissions.items()
                                    if state.transmissions.active[slot]}
             state, problems = self._adopt_board(state, swift.observation, notes)
+            samples.append(("board", ours, board_features(state, first_new_seq)))
             events["adopted_boards"] += 1
         elif pushed:
             requested = _requested_spawns(pre, state, action)
             if sum(requested):
+                ours = spawn_features(state, first_new_seq)
                 state, problems = self._adopt_spawns(state, pre, notes, swift.observation,
                                                      requested, first_new_seq)
+                samples.append(("spawn", ours, spawn_features(state, first_new_seq)))
                 events["adopted_spawns"] += 1
         self._reveal_shown_kinds(state, notes, swift.observation, events)
         if pushed:  # the snapshot just pushed is the end-of-turn state, adoptions included
@@ -658,7 +682,7 @@ class OracleLockstep:
             if pushed:
                 state = _write_head_snapshot(state)
         return _Candidate(state, reward, done, breakdown, flags, notes, pushed, popped, mask,
-                          events, problems)
+                          events, problems, samples)
 
     def _search(self, pre, notes, action, swift: SwiftStep, key):
         """A candidate that reproduces Swift's reply to a step that draws the enemy order, WARP's
@@ -1309,6 +1333,37 @@ def _grid_from_observation(obs, template):
     grid = template.replace(program=program, question=question, siphoned=siphoned,
                             siphon_center=centre, **arrays)
     return grid, exit_cell, questions
+
+
+def spawn_features(state, first_new_seq: int) -> dict:
+    """Features of the transmissions a turn spawned (seq >= ``first_new_seq``), to compare the
+    mirror's own spawns with Swift's in the same situations: how many share the player's row or
+    column (the line-of-fire rule, §3.6) and their distances to the player."""
+    t, p = state.transmissions, state.player
+    new = np.flatnonzero(t.active & (t.seq >= first_new_seq))
+    in_line = sum(int(t.row[s] == p.row or t.col[s] == p.col) for s in new)
+    distance = np.zeros(2 * (GRID - 1), np.int64)
+    for s in new:
+        distance[abs(int(t.row[s]) - int(p.row)) + abs(int(t.col[s]) - int(p.col)) - 1] += 1
+    return {"in the player's row or column": np.array([in_line, len(new) - in_line]),
+            "distance to the player": distance}
+
+
+def board_features(state, first_new_seq: int) -> dict:
+    """Features of a stage's new board (§3.3-§3.6), as ``spawn_features`` for spawns: block
+    count and cells, block kinds, exit corner and the stage-start transmissions."""
+    g = state.grid
+    blocks = g.content == BLOCK
+    count = np.zeros(MAX_BLOCKS + 1, np.int64)
+    count[int(np.sum(blocks))] += 1
+    exit_corner = np.array([int(g.content[c] == EXIT) for c in CORNER_CELLS])
+    kinds = np.array([np.sum(blocks & ~g.question & (g.program < 0)),
+                      np.sum(blocks & ~g.question & (g.program >= 0)), np.sum(blocks & g.question)])
+    features = {"block count": count, "block cells": blocks.astype(np.int64),
+                "block kinds": kinds, "exit corner": exit_corner}
+    features.update({f"stage-start transmissions {name}": value
+                     for name, value in spawn_features(state, first_new_seq).items()})
+    return features
 
 
 def _new_game_problems(obs) -> list:
