@@ -30,6 +30,7 @@ from envs.hackmatrix.parity_client import (InProcessEngine, OracleDivergence,  #
                                            OracleLockstep, ProtocolEngine, lockstep,
                                            own_server_command)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
+from swift_oracle import add_binary_option, check_binary  # noqa: E402
 
 
 def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):
@@ -59,11 +60,9 @@ def main(argv=None) -> int:
     parser.add_argument("--trajectories", type=int, default=50)
     parser.add_argument("--steps", type=int, default=200, help="maximum steps per trajectory")
     parser.add_argument("--seed", type=int, default=0, help="key stream and action choice seed")
-    parser.add_argument("--binary", default=None,
-                        help="the Swift HackMatrix binary to compare with (default: our own server)")
+    add_binary_option(parser, from_environment=False)  # without it: our own server
     args = parser.parse_args(argv)
-    if args.binary and not (os.path.isfile(args.binary) and os.access(args.binary, os.X_OK)):
-        parser.error(f"--binary {args.binary} is not an executable file")
+    check_binary(parser, args.binary, required=False)
     enable_compilation_cache()
     started = time.time()
     if args.binary:

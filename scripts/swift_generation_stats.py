@@ -50,8 +50,9 @@ from scipy import stats  # noqa: E402
 from envs.hackmatrix import HackMatrix  # noqa: E402
 from envs.hackmatrix.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,  # noqa: E402
                                        N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
-from envs.hackmatrix.parity_client import BINARY_ENV_VAR, ProtocolEngine  # noqa: E402
+from envs.hackmatrix.parity_client import ProtocolEngine  # noqa: E402
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
+from swift_oracle import add_binary_option, check_binary  # noqa: E402
 from envs.hackmatrix.raw_observation import raw_observation  # noqa: E402
 from envs.hackmatrix.scenario import set_state  # noqa: E402
 
@@ -433,8 +434,7 @@ def checked_stage(swift_engine, env, stage, boards, permutations, seed):
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", default=os.environ.get(BINARY_ENV_VAR),
-                        help=f"the Swift HackMatrix binary (default ${BINARY_ENV_VAR})")
+    add_binary_option(parser)
     parser.add_argument("--boards", type=int, default=10_000, help="boards per stage and engine")
     parser.add_argument("--stages", nargs="+", default=[str(s) for s in range(1, N_STAGES + 1)]
                         + [SPAWNS], help=f"stages 1..{N_STAGES} and/or '{SPAWNS}' (in-game "
@@ -443,11 +443,7 @@ def main(argv=None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--report", default=None, help="write the JSON report here")
     args = parser.parse_args(argv)
-    if not args.binary:
-        parser.error(f"no Swift binary: pass --binary or set {BINARY_ENV_VAR} "
-                     "(python scripts/swift_oracle.py SWIFT_SOURCE_DIR prints the line)")
-    if not (os.path.isfile(args.binary) and os.access(args.binary, os.X_OK)):
-        parser.error(f"--binary {args.binary} is not an executable file")
+    check_binary(parser, args.binary)
     valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS]
     if any(s not in valid for s in args.stages):
         parser.error(f"--stages takes {' '.join(valid)}")

@@ -173,6 +173,27 @@ def oracle(source: str, *, cache_dir: str, swift: str | None = None, force: bool
     return binary
 
 
+def add_binary_option(parser, *, from_environment: bool = True) -> None:
+    """``--binary``: the Swift HackMatrix binary, by default ``$HACKMATRIX_BINARY``."""
+    default = os.environ.get(BINARY_ENV_VAR) if from_environment else None
+    where = f" (default ${BINARY_ENV_VAR})" if from_environment else ""
+    parser.add_argument("--binary", default=default,
+                        help=f"the Swift HackMatrix binary{where}; build it with "
+                             "scripts/swift_oracle.py SWIFT_SOURCE_DIR")
+
+
+def check_binary(parser, binary, *, required: bool = True) -> None:
+    """Exit through ``parser.error`` (status 2, a clear message) unless ``binary`` is an
+    executable file (or absent and not ``required``)."""
+    if not binary:
+        if required:
+            parser.error(f"no Swift binary: pass --binary or set {BINARY_ENV_VAR} "
+                         "(python scripts/swift_oracle.py SWIFT_SOURCE_DIR prints the line)")
+        return
+    if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
+        parser.error(f"--binary {binary} is not an executable file")
+
+
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,

@@ -39,9 +39,10 @@ import numpy as np  # noqa: E402
 from envs.hackmatrix import generation, observation  # noqa: E402
 from envs.hackmatrix.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, N_PROGRAMS,  # noqa: E402
                                        PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
-from envs.hackmatrix.parity_client import (BINARY_ENV_VAR, OracleDivergence,  # noqa: E402
-                                           OracleLockstep, ProtocolEngine)
+from envs.hackmatrix.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
+                                           ProtocolEngine)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
+from swift_oracle import add_binary_option, check_binary  # noqa: E402
 from envs.hackmatrix.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
 from swift_generation_stats import LEVEL, paired_permutation_chi_square  # noqa: E402
 
@@ -213,9 +214,7 @@ def paired_draw_tests(oracle: OracleLockstep, seed: int) -> list:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", default=os.environ.get(BINARY_ENV_VAR),
-                        help=f"the Swift HackMatrix binary (default ${BINARY_ENV_VAR}); build it "
-                             "with scripts/swift_oracle.py")
+    add_binary_option(parser)
     parser.add_argument("--steps", type=int, default=100_000, help="total steps to play")
     parser.add_argument("--max-steps", type=int, default=300, help="maximum steps per trajectory")
     parser.add_argument("--seed", type=int, default=0)
@@ -226,11 +225,7 @@ def main(argv=None) -> int:
     parser.add_argument("--dump-dir", default=None,
                         help="write each divergence's mirror state and Swift reply here (pickle)")
     args = parser.parse_args(argv)
-    if not args.binary:
-        parser.error(f"no Swift binary: pass --binary or set {BINARY_ENV_VAR} "
-                     "(python scripts/swift_oracle.py SWIFT_SOURCE_DIR prints the line)")
-    if not (os.path.isfile(args.binary) and os.access(args.binary, os.X_OK)):
-        parser.error(f"--binary {args.binary} is not an executable file")
+    check_binary(parser, args.binary)
     enable_compilation_cache()
     if args.dump_dir:
         os.makedirs(args.dump_dir, exist_ok=True)

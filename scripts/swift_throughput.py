@@ -26,9 +26,10 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
 import numpy as np  # noqa: E402
 
-from envs.hackmatrix.parity_client import (BINARY_ENV_VAR, InProcessEngine,  # noqa: E402
-                                           ProtocolEngine, own_server_command)
+from envs.hackmatrix.parity_client import (InProcessEngine, ProtocolEngine,  # noqa: E402
+                                           own_server_command)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
+from swift_oracle import add_binary_option, check_binary  # noqa: E402
 
 
 def client_loop(engine, steps: int, rng) -> float:
@@ -65,8 +66,7 @@ def _commit() -> str:
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--binary", default=os.environ.get(BINARY_ENV_VAR),
-                        help=f"the Swift HackMatrix binary (default ${BINARY_ENV_VAR})")
+    add_binary_option(parser)
     parser.add_argument("--steps", type=int, default=2000, help="steps per timed repeat")
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--warmup", type=int, default=200, help="untimed steps first")
@@ -74,11 +74,7 @@ def main(argv=None) -> int:
     parser.add_argument("--ledger", default=None, help="append JSON lines here")
     parser.add_argument("--label", default="")
     args = parser.parse_args(argv)
-    if not args.binary:
-        parser.error(f"no Swift binary: pass --binary or set {BINARY_ENV_VAR} "
-                     "(python scripts/swift_oracle.py SWIFT_SOURCE_DIR prints the line)")
-    if not (os.path.isfile(args.binary) and os.access(args.binary, os.X_OK)):
-        parser.error(f"--binary {args.binary} is not an executable file")
+    check_binary(parser, args.binary)
     enable_compilation_cache()
     load_before = os.getloadavg()
     rows = []

@@ -128,3 +128,27 @@ def test_a_binary_that_does_not_speak_the_protocol_is_exit_1(toolchain):
     result = run(toolchain, FAKE_BINARY_REPLY='{"error":"Invalid command"}')
     assert result.returncode == 1 and result.stdout == ""
     assert "expected {'actionSpaceSize': 28}" in result.stderr
+
+
+def test_scripts_without_a_usable_binary_exit_2_saying_how_to_build_one(monkeypatch, tmp_path,
+                                                                         capsys):
+    """The Swift-backed scripts share swift_oracle's --binary option: no binary (no option, no
+    $HACKMATRIX_BINARY) or a path that is not an executable file is a usage error (exit 2)."""
+    import argparse
+
+    sys.path.insert(0, os.path.dirname(SCRIPT))
+    import swift_oracle
+
+    monkeypatch.delenv("HACKMATRIX_BINARY", raising=False)
+    parser = argparse.ArgumentParser(prog="swift_soak.py")
+    swift_oracle.add_binary_option(parser)
+    for argv, message in (([], "pass --binary or set HACKMATRIX_BINARY"),
+                          (["--binary", str(tmp_path)], "is not an executable file")):
+        with pytest.raises(SystemExit) as exit_info:
+            swift_oracle.check_binary(parser, parser.parse_args(argv).binary)
+        assert exit_info.value.code == 2 and message in capsys.readouterr().err
+    monkeypatch.setenv("HACKMATRIX_BINARY", sys.executable)
+    parser = argparse.ArgumentParser()
+    swift_oracle.add_binary_option(parser)
+    assert parser.parse_args([]).binary == sys.executable
+    swift_oracle.check_binary(parser, sys.executable)  # an executable: accepted
