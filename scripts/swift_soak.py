@@ -19,7 +19,10 @@ Trajectories alternate between two starts and two policies:
   (cross-stage UNDO included) are reached.
 
 A divergence ends its trajectory; it is printed with the mirror's board and the differences and
-recorded in the report; the run goes on until --max-divergences. Exit status 1 if any occurred.
+recorded in the report; the run goes on until --max-divergences. A documented departure (UNDO
+deeper than the history ring, decisions R3) ends its trajectory and is counted. At the end, the
+adopted draws are compared with the mirror's own draws in the same situations (paired tests).
+Exit status 1 on a divergence or a paired test below p = 0.001.
 """
 
 import argparse
@@ -51,6 +54,9 @@ STARTS = ("reset", "scenario")
 PROGRAM_SHARE, RANDOM_SHARE = 0.3, 0.1  # the heuristic policy's mixture
 BOARD_BATCH = 256
 PERMUTATIONS = 2000
+# Documented departures from Swift (SPEC.md §1.6) the oracle recognises: UNDO deeper than the
+# history ring (decisions R3).
+DEPARTURES = ("departure R3",)
 
 
 class ScenarioSource:
@@ -137,6 +143,7 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
     max_stage = collections.Counter()
     program_uses = collections.Counter()
     divergences = []
+    departures = collections.Counter()
     started = time.time()
     trajectory = 0
     while totals["steps"] < steps and len(divergences) < max_divergences:
@@ -171,6 +178,10 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                     break
             max_stage[reached] += 1
         except OracleDivergence as divergence:
+            if divergence.kind in DEPARTURES:  # documented: ends the trajectory, not a failure
+                departures[divergence.kind] += 1
+                trajectory += 1
+                continue
             print(f"trajectory {trajectory} ({start}, {policy}), step "
                   f"{counts['steps']}: {divergence.report()}", flush=True)
             record = {"trajectory": trajectory, "start": start, "policy": policy,
@@ -192,6 +203,7 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
         "max_stage_reached": {str(k): v for k, v in sorted(max_stage.items())},
         "program_uses": dict(program_uses.most_common()),
         "oracle": dict(sorted(oracle.stats.items())),
+        "departures": dict(departures),
         "divergences": divergences,
     }
 

@@ -11,9 +11,10 @@ import jax
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import DAEMON, POLY, PROGRAM_ACTION_OFFSET, WAIT, WARP
-from envs.hackmatrix.parity_client import (InProcessEngine, OracleLockstep, _Draws,
-                                           _mirror_functions, _place_in_order)
+from envs.hackmatrix.constants import DAEMON, POLY, PROGRAM_ACTION_OFFSET, UNDO, WAIT, WARP
+from envs.hackmatrix.parity_client import (InProcessEngine, Notes, OracleLockstep, SwiftStep,
+                                           _Candidate, _Draws, _mirror_functions,
+                                           _place_in_order)
 from envs.hackmatrix.scenario import set_state
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -99,3 +100,23 @@ def test_soak_loop_against_an_engine_with_other_draws(stand_in):
     for name in ("draws_enemy_order", "draws_spawn", "draws_stage_generation", "adopted_spawns",
                  "adopted_boards", "kinds_revealed_hatching", "resets", "scenarios"):
         assert stats.get(name, 0) > 0, (name, stats)
+
+
+def test_undo_beyond_the_ring_is_the_documented_r3_departure():
+    """Our UNDO history keeps the 8 newest snapshots, Swift's is unbounded (decisions R3): when
+    our ring is empty while Swift still holds a snapshot, Swift can UNDO and we cannot; the
+    oracle names exactly that difference the R3 departure, and nothing else."""
+    oracle = lockstep(None)
+    state = jax.tree.map(np.array, jax.device_get(set_state(
+        {"player": {"row": 0, "col": 0, "credits": 3}, "ownedPrograms": [PROGRAM_ACTION_OFFSET + UNDO]})))
+    ours = np.zeros(28, bool)
+    ours[[0, 3]] = True  # up, right; UNDO is masked with an empty ring
+    candidate = _Candidate(state, 0.0, False, {}, {}, Notes(), False, False, ours)
+    swift = SwiftStep({}, 0.0, False, {}, {}, [0, 3, PROGRAM_ACTION_OFFSET + UNDO])
+    difference = ["validActions: [0, 3] != [0, 3, 14]"]
+    assert not oracle._ring_exhausted(candidate, difference, swift)  # Swift's stack empty too
+    oracle.shadow = [Notes()]  # one snapshot beyond our ring
+    assert oracle._ring_exhausted(candidate, difference, swift)
+    assert not oracle._ring_exhausted(candidate, difference + ["observation.turn: 1 != 2"], swift)
+    other = SwiftStep({}, 0.0, False, {}, {}, [0, 1, 3, PROGRAM_ACTION_OFFSET + UNDO])
+    assert not oracle._ring_exhausted(candidate, difference, other)
