@@ -52,7 +52,7 @@ from envs.hackmatrix.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID
                                        N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
 from envs.hackmatrix.parity_client import ProtocolEngine  # noqa: E402
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
-from swift_oracle import add_binary_option, check_binary  # noqa: E402
+from swift_oracle import add_binary_option, binary_label, check_binary  # noqa: E402
 from envs.hackmatrix.raw_observation import raw_observation  # noqa: E402
 from envs.hackmatrix.scenario import set_state  # noqa: E402
 
@@ -450,7 +450,7 @@ def main(argv=None) -> int:
     stages = [s if s == SPAWNS else int(s) for s in args.stages]
     enable_compilation_cache()
     env = HackMatrix()
-    report = {"binary": args.binary, "boards_per_stage": args.boards,
+    report = {"binary": binary_label(args.binary), "boards_per_stage": args.boards,
               "permutations": args.permutations, "level": LEVEL, "stages": {}}
     failures = []
     with ProtocolEngine([args.binary, "--headless-cli"]) as swift:

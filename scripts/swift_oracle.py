@@ -182,6 +182,17 @@ def add_binary_option(parser, *, from_environment: bool = True) -> None:
                              "scripts/swift_oracle.py SWIFT_SOURCE_DIR")
 
 
+def binary_label(binary: str) -> str:
+    """How reports name a binary without a path of this machine: "<cache key>/HackMatrix" for a
+    build of this script (the key is the hash of toolchain and sources), else the file name."""
+    build = os.path.join(os.path.dirname(os.path.abspath(binary)), "build.json")
+    if os.path.isfile(build):
+        with open(build) as f:
+            meta = json.load(f)
+        return f"{meta['sha256'][:16]}/{os.path.basename(binary)} ({meta['toolchain']})"
+    return os.path.basename(binary)
+
+
 def check_binary(parser, binary, *, required: bool = True) -> None:
     """Exit through ``parser.error`` (status 2, a clear message) unless ``binary`` is an
     executable file (or absent and not ``required``)."""

@@ -45,7 +45,7 @@ from envs.hackmatrix.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, 
 from envs.hackmatrix.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
                                            ProtocolEngine)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
-from swift_oracle import add_binary_option, check_binary  # noqa: E402
+from swift_oracle import add_binary_option, binary_label, check_binary  # noqa: E402
 from envs.hackmatrix.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
 from swift_generation_stats import LEVEL, paired_permutation_chi_square  # noqa: E402
 
@@ -246,7 +246,7 @@ def main(argv=None) -> int:
                       max_steps=args.max_steps, seed=args.seed,
                       max_divergences=args.max_divergences, log_every=args.log_every,
                       dump_dir=args.dump_dir)
-    report["binary"] = args.binary
+    report["binary"] = binary_label(args.binary)
     summary = {k: v for k, v in report.items() if k not in ("divergences", "paired_draws")}
     print(json.dumps(summary, indent=1))
     low = []

@@ -29,7 +29,7 @@ import numpy as np  # noqa: E402
 from envs.hackmatrix.parity_client import (InProcessEngine, ProtocolEngine,  # noqa: E402
                                            own_server_command)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
-from swift_oracle import add_binary_option, check_binary  # noqa: E402
+from swift_oracle import add_binary_option, binary_label, check_binary  # noqa: E402
 
 
 def client_loop(engine, steps: int, rng) -> float:
@@ -98,6 +98,7 @@ def main(argv=None) -> int:
         with open(args.ledger, "a") as f:
             for row in rows:
                 f.write(json.dumps({"benchmark": "oracle_throughput", **row, "label": args.label,
+                                    "binary": binary_label(args.binary),
                                     "load_before": load_before, "load_after": load_after,
                                     "cpu_count": os.cpu_count(), "commit": _commit(),
                                     "time": stamp}) + "\n")
