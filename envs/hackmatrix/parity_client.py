@@ -306,13 +306,16 @@ def lockstep(reference: InProcessEngine, candidate: Engine, *, trajectories: int
 # observation (JSON and numeric), reward and breakdown, done, info, internal state, valid actions.
 # Where the step draws randomness (game-rules §13), the mirror must reproduce Swift's outcome:
 #
-# * enemy order (the shuffle of each enemy step), WARP's pick and POLY's types: some JAX key
-#   must give exactly Swift's outcome (the step is replayed with a search over keys);
+# * enemy order (the shuffle of each enemy step), WARP's pick and POLY's types: the mirror's own
+#   engine must give exactly Swift's outcome with some key (the step's key, then random keys,
+#   then fitted draws: see ``OracleLockstep._search``);
 # * spawn cells and types of transmissions (scheduled, siphon, stage start) and the new stage's
 #   board: Swift's outcome is adopted into the mirror after a support check (each transmission on
 #   a spawn-empty cell, out of the line of fire when one was free; the board a possible output of
-#   the generator: corners, block count, validator, payloads, resources). Their distributions are
-#   compared by scripts/swift_generation_stats.py.
+#   the generator: corners, block count, validator, payloads, resources). Adoption cannot show a
+#   law of ours that allows more outcomes than Swift's, so each adopted draw is also paired with
+#   the mirror's own draw in the same situation (``paired_draws``, tested by the soak script),
+#   and scripts/swift_generation_stats.py compares the laws in controlled situations.
 #
 # Some of what Swift drew stays hidden until the game reveals it: a transmission's enemy type
 # (shown at hatching, or under SHOW), the content of a question block (shown when siphoned), the
