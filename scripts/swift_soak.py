@@ -9,10 +9,11 @@ state). Random draws are matched (enemy order, WARP, POLY: some key must give Sw
 adopted after a support check (spawn cells and types, new boards): see
 ``envs.hackmatrix.parity_client.OracleLockstep``.
 
-Trajectories alternate between two starts and two policies:
+Trajectories alternate between starts and two policies:
 * starts: Swift's own ``reset`` (a real new game), and ``setState`` scenarios built from boards
   of our generator at a random stage with random resources, owned programs and enemies, so that
-  every program and later stages come up often;
+  every program and later stages come up often; ``--starts crowd`` adds (or only plays, alone)
+  scenarios with 12-24 enemies, where enemies contend for cells on most turns;
 * policies: uniformly random valid actions, and the scripted heuristic of
   ``purejaxrl/evaluation.py`` (walks to the exit, shoots in line) mixed with random programs
   (30 % when one is valid) and random actions (10 %), so that later stages, programs and UNDO
@@ -50,7 +51,9 @@ from envs.hackmatrix.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E
 from swift_generation_stats import LEVEL, paired_permutation_chi_square  # noqa: E402
 
 POLICIES = ("random", "heuristic")
-STARTS = ("reset", "scenario")
+STARTS = ("reset", "scenario", "crowd")
+DEFAULT_STARTS = ("reset", "scenario")
+CROWD = (12, 25)  # enemies of a "crowd" scenario: many enemies contending for cells
 PROGRAM_SHARE, RANDOM_SHARE = 0.3, 0.1  # the heuristic policy's mixture
 BOARD_BATCH = 256
 PERMUTATIONS = 2000
@@ -78,7 +81,7 @@ class ScenarioSource:
                 self.boards.append(jax.tree.map(lambda x, i=i: x[i], batch))
         return self.boards.pop()
 
-    def __call__(self) -> dict:
+    def __call__(self, crowd: bool = False) -> dict:
         rng = self.rng
         scenario = state_to_scenario(self._board())
         for block in scenario["blocks"]:
@@ -99,7 +102,8 @@ class ScenarioSource:
             (player["row"], player["col"]), SCENARIO_EXIT}
         free = [(r, c) for r in range(GRID) for c in range(GRID) if (r, c) not in taken]
         enemies = []
-        for index in rng.permutation(len(free))[:int(rng.integers(0, 6))]:
+        enemy_count = int(rng.integers(*CROWD)) if crowd else int(rng.integers(0, 6))
+        for index in rng.permutation(len(free))[:enemy_count]:
             kind = int(rng.integers(0, len(ENEMY_NAMES)))
             row, col = free[index]
             enemies.append({"type": ENEMY_NAMES[kind], "row": row, "col": col,
@@ -135,7 +139,8 @@ class Policies:
 
 
 def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
-         max_divergences: int, log_every: int = 0, dump_dir: str | None = None) -> dict:
+         max_divergences: int, log_every: int = 0, dump_dir: str | None = None,
+         starts=DEFAULT_STARTS) -> dict:
     scenarios = ScenarioSource(seed)
     policies = Policies(oracle.env, seed)
     totals = collections.Counter()
@@ -147,12 +152,14 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
     started = time.time()
     trajectory = 0
     while totals["steps"] < steps and len(divergences) < max_divergences:
-        start, policy = STARTS[trajectory % 2], POLICIES[(trajectory // 2) % 2]
+        start = starts[trajectory % len(starts)]
+        policy = POLICIES[(trajectory // len(starts)) % 2]
         counts = per_policy[policy]
         counts["trajectories"] += 1
         counts[f"starts_{start}"] += 1
         try:
-            obs = oracle.reset() if start == "reset" else oracle.set_state(scenarios())
+            obs = (oracle.reset() if start == "reset"
+                   else oracle.set_state(scenarios(crowd=start == "crowd")))
             valid = oracle.swift.valid_actions()
             reached = obs["stage"]
             for _ in range(max_steps):
@@ -228,6 +235,9 @@ def main(argv=None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     add_binary_option(parser)
     parser.add_argument("--steps", type=int, default=100_000, help="total steps to play")
+    parser.add_argument("--starts", nargs="+", choices=STARTS, default=list(DEFAULT_STARTS),
+                        help="how trajectories start, in turn: Swift's reset, a setState "
+                             f"scenario, or a crowd scenario ({CROWD[0]}-{CROWD[1] - 1} enemies)")
     parser.add_argument("--max-steps", type=int, default=300, help="maximum steps per trajectory")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-divergences", type=int, default=20,
@@ -245,7 +255,7 @@ def main(argv=None) -> int:
         report = soak(OracleLockstep(swift, seed=args.seed), steps=args.steps,
                       max_steps=args.max_steps, seed=args.seed,
                       max_divergences=args.max_divergences, log_every=args.log_every,
-                      dump_dir=args.dump_dir)
+                      dump_dir=args.dump_dir, starts=tuple(args.starts))
     report["binary"] = binary_label(args.binary)
     summary = {k: v for k, v in report.items() if k not in ("divergences", "paired_draws")}
     print(json.dumps(summary, indent=1))
