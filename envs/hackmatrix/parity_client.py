@@ -728,134 +728,119 @@ class OracleLockstep:
         return None
 
     def _fit_enemy_order(self, pre, notes, action, swift, target, draws):
-        """A processing order of enemy steps 0 and 1 (§7.4) that gives Swift's outcome, realised
-        by slot placement: hill-climbing on the whole outcome first, then a rebuild one enemy at
-        a time. Each gives up after a budget of evaluated batches."""
+        """A processing order of enemy steps 0 and 1 (§7.4) that gives Swift's outcome. A
+        placement is (step-0 order, draw key): the enemies go to the slots that key shuffles
+        first, in that order, and the viruses' step-1 order (only viruses act in step 1) follows
+        from the key. Hill-climbing on the whole outcome first, then a rebuild of the step-0
+        order one enemy at a time with the step-1 order sampled through the key; each gives up
+        after a budget of evaluated batches."""
         e = pre.enemies
         post = self._run(pre, action, draws.keys[0])[0].enemies
         survivors = sorted((int(s) for s in np.flatnonzero(e.active & post.active)),
                            key=lambda s: e.seq[s])
         acting = [s for s in survivors if e.disabled[s] <= 0 and not e.stunned[s]]
-        viruses = [s for s in acting if e.kind[s] == VIRUS]
         for fit in (self._climb_enemy_order, self._rebuild_enemy_order):
-            orders = fit(pre, action, target, draws, survivors, acting, viruses)
-            if orders is None:
+            found = fit(pre, action, target, draws, survivors, acting)
+            if found is None:
                 continue
-            placed = _place_in_order(pre, *orders, viruses, draws)
-            if placed is None:
-                continue
-            k, state = placed
-            candidate = self._candidate(state, notes, action, draws.keys[k], swift)
+            first, k = found
+            candidate = self._candidate(_place_in_order(pre, first, k, draws), notes, action,
+                                        draws.keys[k], swift)
             if not self._differences(candidate, swift):
                 self.stats["order_fits"] += 1
                 return candidate
         return None
 
-    def _outcomes(self, pre, action, orders, viruses, draws):
-        """Reported enemy lists (list order) of the realisable (first, second) ``orders``:
-        {index in orders: int[E, 9]}."""
-        placed = [_place_in_order(pre, first, second, viruses, draws) for first, second in orders]
-        usable = [i for i, p in enumerate(placed) if p is not None]
-        reports = {}
+    def _outcomes(self, pre, action, placements, draws):
+        """Reported enemy lists (list order), int[len(placements), E, 9], of (step-0 order, draw
+        key index) placements."""
+        reports = []
         batch = self.fn.search_batch
-        for start in range(0, len(usable), batch):
-            chunk = [placed[i] for i in usable[start:start + batch]]
-            padding = [chunk[0]] * (batch - len(chunk))
-            keys = np.stack([draws.keys[k] for k, _ in chunk + padding])
+        for start in range(0, len(placements), batch):
+            chunk = placements[start:start + batch]
+            chunk = chunk + [chunk[0]] * (batch - len(chunk))
             reported, _, _ = _host_tree(self.fn.signatures(
-                keys, _stack([p for _, p in chunk + padding]), np.int32(action),
-                np.int32(pre.next_seq)))
-            for j, i in enumerate(usable[start:start + batch]):
-                reports[i] = reported[j]
+                np.stack([draws.keys[k] for _, k in chunk]),
+                _stack([_place_in_order(pre, first, k, draws) for first, k in chunk]),
+                np.int32(action), np.int32(pre.next_seq)))
+            reports += list(reported[:min(batch, len(placements) - start)])
         return reports
 
-    def _climb_enemy_order(self, pre, action, target, draws, survivors, acting, viruses):
-        """Hill-climbing over (step-0 order, step-1 virus order) on the number of enemy-list
-        entries equal to Swift's; moves: swap two enemies, or move one elsewhere; random
-        restarts. Returns the orders or None."""
+    def _climb_enemy_order(self, pre, action, target, draws, survivors, acting):
+        """Hill-climbing over placements on the number of enemy-list entries equal to Swift's;
+        moves: swap two enemies or move one elsewhere in the step-0 order, or another draw key
+        (another step-1 order); random restarts. Returns a placement or None."""
         rng = np.random.default_rng(len(acting))
-        budget = _ORDER_BUDGET
+        budget, batch = _ORDER_BUDGET, self.fn.search_batch
+        n, keys = len(acting), len(draws.keys)
 
-        def neighbours(first, second):
-            n, v = len(first), len(second)
-            moves = [(_swapped(first, i, j), second) for i in range(n) for j in range(i + 1, n)]
-            moves += [(_moved(first, i, j), second) for i in range(n) for j in range(n)
-                      if abs(i - j) > 1]
-            return moves + [(first, _swapped(second, i, j)) for i in range(v)
-                            for j in range(i + 1, v)]
+        def neighbours(first, k):
+            moves = [(_swapped(first, i, j), k) for i in range(n) for j in range(i + 1, n)]
+            moves += [(_moved(first, i, j), k) for i in range(n) for j in range(n) if abs(i - j) > 1]
+            return moves + [(first, int(other)) for other in rng.integers(0, keys, _KEY_MOVES)]
 
         while budget > 0:
-            orders = ([int(x) for x in rng.permutation(acting)],
-                      [int(x) for x in rng.permutation(viruses)])
+            placement = ([int(x) for x in rng.permutation(acting)], int(rng.integers(0, keys)))
             best = -1
             while budget > 0:
-                options = [orders] + neighbours(*orders)
-                reports = self._outcomes(pre, action, options, viruses, draws)
-                budget -= 1 + len(options) // self.fn.search_batch
-                if not reports:
-                    break
-                scores = {i: int(np.sum(np.all(r[:len(target.enemies)] == target.enemies,
-                                               axis=1))) for i, r in reports.items()}
-                top = max(scores, key=scores.get)
+                options = [placement] + neighbours(*placement)
+                budget -= -(-len(options) // batch)
+                reports = self._outcomes(pre, action, options, draws)
+                scores = [target.entries_equal(r) for r in reports]
+                top = int(np.argmax(scores))
                 if scores[top] == len(target.enemies):
                     return options[top]
                 if scores[top] <= best:
                     break
-                best, orders = scores[top], options[top]
+                best, placement = scores[top], options[top]
         return None
 
-    def _rebuild_enemy_order(self, pre, action, target, draws, survivors, acting, viruses):
-        """Rebuild a processing order of enemy steps 0 and 1 (§7.4) that gives Swift's outcome,
-        one enemy at a time. An enemy's move depends only on the enemies processed before it
-        (the others still stand where they stood), so an order is extended by an enemy whose
-        resulting entry equals Swift's (depth-first, backtracking on a dead end). In step 0 only
-        non-viruses can be checked that way (a virus moves again in step 1); step 1 (viruses)
-        then follows with step 0 fixed. Returns the orders or None."""
+    def _rebuild_enemy_order(self, pre, action, target, draws, survivors, acting):
+        """Rebuild the step-0 order one enemy at a time: an enemy's move depends only on the
+        enemies processed before it (the others still stand where they stood), so the order is
+        extended by an enemy whose resulting entry equals Swift's (depth-first, backtracking).
+        Viruses move again in step 1, so they are not checked there; once the step-0 order is
+        complete, draw keys (each its own step-1 order) are tried for the whole outcome.
+        Returns a placement or None."""
         e = pre.enemies
         rank = {slot: i for i, slot in enumerate(survivors)}
-        budget = [_ORDER_BUDGET]
+        budget, batch = [_ORDER_BUDGET], self.fn.search_batch
 
-        def search(prefix, remaining, second_prefix):
-            """Depth-first extension of the step-0 order (``second_prefix`` None) or of the
-            step-1 order (step 0 fixed to ``prefix``)."""
+        def checked(report, c):
+            return np.array_equal(report[rank[c]], target.enemies[rank[c]])
+
+        def search(prefix, remaining):
             if budget[0] <= 0:
                 return None
-            if second_prefix is None and not remaining:
-                return search(prefix, None, [])
-            if second_prefix is not None and len(second_prefix) == len(viruses):
-                return prefix, second_prefix
-            pool = remaining if second_prefix is None else [v for v in viruses
-                                                            if v not in second_prefix]
-            if second_prefix is None:
-                orders = [(prefix + [c] + [r for r in remaining if r != c], []) for c in pool]
-                orders += [(prefix + [r for r in remaining if r != c] + [c], []) for c in pool]
-            else:
-                orders = [(prefix, second_prefix + [c]) for c in pool]
-            budget[0] -= 1 + len(orders) // self.fn.search_batch
-            reports = self._outcomes(pre, action, orders, viruses, draws)
-
-            def checked(i, c):
-                return i in reports and np.array_equal(reports[i][rank[c]],
-                                                       target.enemies[rank[c]])
-
-            if second_prefix is None:
-                # Unchecked viruses last; before them, enemies that are right if they go now but
-                # not if they go last (something that follows would spoil them) go first.
-                good = [c for i, c in enumerate(pool) if e.kind[c] == VIRUS or checked(i, c)]
-                good.sort(key=lambda c: (e.kind[c] == VIRUS,
-                                         checked(len(pool) + pool.index(c), c)))
-            else:
-                good = [c for i, c in enumerate(pool) if checked(i, c)]
+            if not remaining:
+                for start in range(0, len(draws.keys), batch):
+                    options = [(prefix, k) for k in range(start, min(start + batch,
+                                                                      len(draws.keys)))]
+                    budget[0] -= 1
+                    for option, report in zip(options, self._outcomes(pre, action, options, draws)):
+                        if target.entries_equal(report) == len(target.enemies):
+                            return option
+                    if budget[0] <= 0:
+                        return None
+                return None
+            options = [(prefix + [c] + [r for r in remaining if r != c], 0) for c in remaining]
+            options += [(prefix + [r for r in remaining if r != c] + [c], 0) for c in remaining]
+            budget[0] -= -(-len(options) // batch)
+            reports = self._outcomes(pre, action, options, draws)
+            n = len(remaining)
+            # Unchecked viruses last; before them, enemies that are right if they go now but not
+            # if they go last (something that follows would spoil them) go first.
+            good = [c for i, c in enumerate(remaining) if e.kind[c] == VIRUS
+                    or checked(reports[i], c)]
+            good.sort(key=lambda c: (e.kind[c] == VIRUS,
+                                     checked(reports[n + remaining.index(c)], c)))
             for c in good:
-                if second_prefix is None:
-                    found = search(prefix + [c], [r for r in remaining if r != c], None)
-                else:
-                    found = search(prefix, None, second_prefix + [c])
+                found = search(prefix + [c], [r for r in remaining if r != c])
                 if found is not None:
                     return found
             return None
 
-        return search([], acting, None)
+        return search([], acting)
 
     def _fit_poly(self, pre, notes, action, swift, target, draws):
         """POLY (§4.5): Swift's new type of every enemy (read from its list; an enemy POLY killed
@@ -1160,7 +1145,8 @@ def _history_moves(pre, state) -> tuple:
 
 
 _DRAW_KEYS = 8192  # keys whose per-slot draws the fitting searches choose from
-_ORDER_BUDGET = 400  # batches of candidate orders one order fit may evaluate
+_ORDER_BUDGET = 400  # batches of candidate placements one order fit may evaluate
+_KEY_MOVES = 16  # other draw keys (other step-1 orders) among a hill-climbing step's moves
 
 
 class _Draws(NamedTuple):
@@ -1196,6 +1182,11 @@ class _SwiftOutcome:
     def matches(self, reported, players):
         return self.score(reported, players) == self.perfect
 
+    def entries_equal(self, reported) -> int:
+        """Entries of one candidate's enemy list equal to Swift's."""
+        n = len(self.enemies)
+        return int(np.sum(np.all(reported[:n] == self.enemies, axis=1)))
+
 
 def _stack(states):
     return jax.tree.map(lambda *xs: np.stack(xs), *states)
@@ -1225,26 +1216,12 @@ def _move_enemies(state, placement):
     return state.replace(enemies=jax.tree.map(lambda x: x[source], state.enemies))
 
 
-def _place_in_order(state, first, second, viruses, draws: _Draws):
-    """(draw key index, ``state`` with its enemies re-slotted) such that the engine processes
-    the enemies in ``first`` order in enemy step 0, and in step 1 the viruses of ``second`` in
-    that order before the other ``viruses``; or None if no draw key allows it. The i-th enemy
-    of ``first`` goes to the slot with the i-th smallest step-0 shuffle key; the step-1 order
-    then follows from the step-1 keys of those slots."""
-    slots = draws.rank0[:, :len(first)]  # [K, n]
-    usable = np.ones(len(draws.keys), bool)
-    if second:
-        where = [first.index(s) for s in second]
-        step1 = np.take_along_axis(draws.shuffle1, slots[:, where], axis=1)
-        usable = np.all(np.diff(step1, axis=1) > 0, axis=1)
-        rest = [first.index(s) for s in viruses if s not in second]
-        if rest:
-            later = np.take_along_axis(draws.shuffle1, slots[:, rest], axis=1)
-            usable &= step1[:, -1] < later.min(axis=1)
-    if not np.any(usable):
-        return None
-    k = int(np.argmax(usable))
-    return k, _move_enemies(state, dict(zip(first, (int(x) for x in slots[k]))))
+def _place_in_order(state, first, k: int, draws: _Draws):
+    """``state`` with the enemies of ``first`` moved to the slots that draw key ``k`` shuffles
+    first in enemy step 0, in that order: under that key the engine processes them in that
+    order in step 0 (and the viruses among them in step 1 in the order of their slots' step-1
+    shuffle keys)."""
+    return _move_enemies(state, dict(zip(first, (int(x) for x in draws.rank0[k, :len(first)]))))
 
 
 def _write_head_snapshot(state):

@@ -51,8 +51,8 @@ def test_slot_placement_realises_either_order_of_two_contending_enemies(compilat
     draws = _Draws(np.asarray(keys), shuffle0, shuffle1, bits, np.argsort(shuffle0, axis=1))
     outcomes = {}
     for order in ([0, 1], [1, 0]):
-        key_index, placed = _place_in_order(state, order, [], [], draws)
-        new = fn.step(draws.keys[key_index], placed, np.int32(PROGRAM_ACTION_OFFSET + WAIT))[0]
+        placed = _place_in_order(state, order, 0, draws)
+        new = fn.step(draws.keys[0], placed, np.int32(PROGRAM_ACTION_OFFSET + WAIT))[0]
         e = jax.device_get(new.enemies)
         live = sorted((int(e.seq[s]), int(e.row[s]), int(e.col[s]))
                       for s in np.flatnonzero(e.active))
