@@ -10,9 +10,10 @@ divergence is printed with the board and both values, and the exit status is 1.
 
 Without --binary the candidate is this project's server started with the same --seed, so the
 two share the JAX key stream and must agree exactly (trajectories start with reset). With
---binary the candidate is started as ``BINARY --headless-cli``; its randomness is its own, so
-each trajectory starts from the reference's board sent to both with setState, and a divergence
-right after a random draw (spawn cell, enemy order, WARP, POLY) is expected rather than a bug.
+--binary the candidate is ``BINARY --headless-cli``, whose randomness is its own: Swift then
+drives (its own resets) and the in-process mirror of ``parity_client.OracleLockstep`` must
+reproduce every reply, matching or adopting Swift's random draws (scripts/swift_soak.py is the
+long soak with more starts and policies).
 """
 
 import argparse
@@ -23,9 +24,34 @@ import time
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
-from envs.hackmatrix.parity_client import (InProcessEngine, ProtocolEngine,  # noqa: E402
-                                           lockstep, own_server_command)
+import numpy as np  # noqa: E402
+
+from envs.hackmatrix.parity_client import (InProcessEngine, OracleDivergence,  # noqa: E402
+                                           OracleLockstep, ProtocolEngine, lockstep,
+                                           own_server_command)
 from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
+from swift_oracle import add_binary_option, check_binary  # noqa: E402
+
+
+def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):
+    """(divergence report or None, steps compared) of random play driven by the Swift binary."""
+    rng = np.random.default_rng(seed)
+    compared = 0
+    with ProtocolEngine([binary, "--headless-cli"]) as swift:
+        oracle = OracleLockstep(swift, seed=seed)
+        for trajectory in range(trajectories):
+            try:
+                oracle.reset()
+                valid = swift.valid_actions()
+                for _ in range(steps):
+                    reply = oracle.step(int(rng.choice(valid)))
+                    compared += 1
+                    valid = reply.valid
+                    if reply.done:
+                        break
+            except OracleDivergence as divergence:
+                return f"trajectory {trajectory}: {divergence.report()}", compared
+    return None, compared
 
 
 def main(argv=None) -> int:
@@ -34,22 +60,26 @@ def main(argv=None) -> int:
     parser.add_argument("--trajectories", type=int, default=50)
     parser.add_argument("--steps", type=int, default=200, help="maximum steps per trajectory")
     parser.add_argument("--seed", type=int, default=0, help="key stream and action choice seed")
-    parser.add_argument("--binary", default=None,
-                        help="protocol executable to compare with (default: our own server)")
+    add_binary_option(parser, from_environment=False)  # without it: our own server
     args = parser.parse_args(argv)
+    check_binary(parser, args.binary, required=False)
     enable_compilation_cache()
-    command = [args.binary, "--headless-cli"] if args.binary else own_server_command(args.seed)
-    sync = "setstate" if args.binary else "reset"
-    reference = InProcessEngine(seed=args.seed)
     started = time.time()
-    with ProtocolEngine(command) as candidate:
-        divergence, compared = lockstep(
-            reference, candidate, trajectories=args.trajectories, steps=args.steps,
-            seed=args.seed, sync=sync)
-    elapsed = time.time() - started
-    print(f"{compared} steps compared in {elapsed:.1f} s against {' '.join(command)}")
-    if divergence is not None:
-        print(divergence.report())
+    if args.binary:
+        report, compared = against_swift(args.binary, trajectories=args.trajectories,
+                                         steps=args.steps, seed=args.seed)
+        against = f"{args.binary} --headless-cli"
+    else:
+        command = own_server_command(args.seed)
+        with ProtocolEngine(command) as candidate:
+            divergence, compared = lockstep(InProcessEngine(seed=args.seed), candidate,
+                                            trajectories=args.trajectories, steps=args.steps,
+                                            seed=args.seed)
+        report = divergence.report() if divergence else None
+        against = " ".join(command)
+    print(f"{compared} steps compared in {time.time() - started:.1f} s against {against}")
+    if report is not None:
+        print(report)
         return 1
     print("no divergence")
     return 0

@@ -72,23 +72,28 @@ def _strongly_typed(tree):
     return jax.tree.map(lambda x: x.astype(x.dtype), tree)
 
 
+def stream_key(seed_key, stream: int, count: int):
+    """Key number ``count`` of a request stream (RESET_STREAM or STEP_STREAM) of a session."""
+    return jax.random.fold_in(jax.random.fold_in(seed_key, stream), count)
+
+
 @functools.cache
-def _compiled(env):
+def compiled(env):
     """The three jitted single-game functions of ``env`` (compiled on first use, once per
-    process): reset, step (no auto-reset) and the action mask."""
+    process): reset(key), step(key, state, action) without auto-reset, returning (state, mask,
+    reward, terminated, reward breakdown, flags), and the action mask. The parity harness's
+    mirror (parity_client) steps with the same compiled function."""
     params = env.default_params
 
     @jax.jit
-    def reset(seed_key, count):
-        key = jax.random.fold_in(jax.random.fold_in(seed_key, RESET_STREAM), count)
+    def reset(key):
         obs, state = env.reset_env(key, params)
         return _strongly_typed(state), obs.action_mask
 
     @jax.jit
-    def step(seed_key, count, state, action):
-        key = jax.random.fold_in(jax.random.fold_in(seed_key, STEP_STREAM), count)
+    def step(key, state, action):
         obs, state, reward, terminated, info = env.step_env(key, state, action, params)
-        flags = {name: info[name] for name in ("invalid_action", "stage_complete", "died")}
+        flags = {name: info[name] for name in ("invalid_action", "stage_complete", "died", "won")}
         return (_strongly_typed(state), obs.action_mask, reward, terminated,
                 info["reward_breakdown"], flags)
 
@@ -129,8 +134,8 @@ class HeadlessGame:
 
     def reset(self) -> dict:
         """A new random game (§10.3 ``reset``); returns the raw observation."""
-        reset, _, _ = _compiled(self.env)
-        state, mask = reset(self._seed_key, jnp.uint32(self._resets))
+        reset, _, _ = compiled(self.env)
+        state, mask = reset(stream_key(self._seed_key, RESET_STREAM, self._resets))
         self._resets += 1
         self._adopt(state, mask)
         return self.observation()
@@ -142,7 +147,7 @@ class HeadlessGame:
         state = set_state(scenario, max_enemies=env.max_enemies,
                           max_transmissions=env.max_transmissions,
                           history_size=env.history_size)
-        _, _, mask = _compiled(env)
+        _, _, mask = compiled(env)
         self._adopt(state, mask(state))
         return self.observation()
 
@@ -156,9 +161,9 @@ class HeadlessGame:
             raise CommandError(f"actionIndex must be an integer, got {action!r}")
         if not 0 <= action < ACTION_SPACE_SIZE:  # Swift aborts (GameAction.fromIndex is nil)
             raise CommandError(f"actionIndex {action} is outside 0..{ACTION_SPACE_SIZE - 1}")
-        _, step, _ = _compiled(self.env)
+        _, step, _ = compiled(self.env)
         state, mask, reward, terminated, breakdown, flags = step(
-            self._seed_key, jnp.uint32(self._steps), self.state, jnp.int32(action))
+            stream_key(self._seed_key, STEP_STREAM, self._steps), self.state, jnp.int32(action))
         info = step_info(breakdown, bool(flags["invalid_action"]), bool(flags["stage_complete"]),
                          bool(flags["died"]))
         self._steps += 1

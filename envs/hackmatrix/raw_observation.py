@@ -1,5 +1,6 @@
 """Swift's JSON views of a game: the raw observation (programs-rewards-observation §9.1), the
-step ``info`` (§10.3, §8.10) and ``getInternalState`` (§10.3).
+step ``info`` (§10.3, §8.10) and ``getInternalState`` (§10.3); and the other direction, the
+numeric encoding of a raw observation (§9.2, ``numeric_observation``).
 
 Host-side Python over one unbatched state (jax or numpy leaves, fetched once with
 ``host_state``). The headless server and the in-process parity engine both build their replies
@@ -9,8 +10,9 @@ here, so the two are compared on exactly the same JSON shape.
 import jax
 import numpy as np
 
-from .constants import BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, PROGRAM_ACTION_OFFSET, \
-    PROGRAM_NAMES
+from .constants import BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, N_PROGRAMS, \
+    N_STAGES, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
+from . import observation as numeric
 from .rewards import SWIFT_KEYS
 
 
@@ -149,3 +151,50 @@ def internal_state(s) -> dict:
 
 NO_GAME_INTERNAL_STATE = {"scheduledTaskInterval": 0, "nextScheduledTaskTurn": 0,
                           "pendingSiphonTransmissions": 0, "turnCount": 0, "enemies": []}
+
+
+_BLOCK_TYPES = ("data", "program", "question")
+
+
+def numeric_observation(raw: dict) -> dict:
+    """The §9.2 encoding of a raw observation (as the Swift-backed gym env computes it from the
+    JSON): {"player": f32[10], "programs": i32[23], "grid": f32[6, 6, 42]}. The parity harness
+    compares it with ``observation.build_observation`` of the same game (decisions R6)."""
+    player = np.array([
+        raw["playerRow"] / 5.0, raw["playerCol"] / 5.0, raw["playerHP"] / 3.0,
+        min(raw["credits"] / 50.0, 1.0), min(raw["energy"] / 50.0, 1.0),
+        (raw["stage"] - 1) / float(N_STAGES - 1), raw["dataSiphons"] / 10.0,
+        (raw["baseAttack"] - 1) / 2.0, float(raw["showActivated"]),
+        float(raw["scheduledTasksDisabled"])], np.float32)
+    programs = np.zeros(N_PROGRAMS, np.int32)
+    for action in raw["ownedPrograms"]:
+        if PROGRAM_ACTION_OFFSET <= action < PROGRAM_ACTION_OFFSET + N_PROGRAMS:
+            programs[action - PROGRAM_ACTION_OFFSET] = 1
+    grid = np.zeros((GRID, GRID, numeric.N_GRID_CHANNELS), np.float32)
+    for row, cells in enumerate(raw["cells"]):
+        for col, cell in enumerate(cells):
+            channels = grid[row, col]
+            enemy = cell.get("enemy")
+            if enemy is not None:
+                channels[numeric.CH_ENEMY_TYPE + ENEMY_NAMES.index(enemy["type"])] = 1.0
+                channels[numeric.CH_ENEMY_HP] = enemy["hp"] / 3.0
+                channels[numeric.CH_ENEMY_STUNNED] = float(enemy["isStunned"])
+                channels[numeric.CH_ENEMY_FROM_SIPHON] = float(enemy["spawnedFromSiphon"])
+            block = cell.get("block")
+            if block is not None:
+                channels[numeric.CH_BLOCK_DATA + _BLOCK_TYPES.index(block["blockType"])] = 1.0
+                channels[numeric.CH_BLOCK_POINTS] = block.get("points", 0) / 9.0
+                channels[numeric.CH_BLOCK_SIPHONED] = float(block["isSiphoned"])
+                program = block.get("programActionIndex", 0) - PROGRAM_ACTION_OFFSET
+                if 0 <= program < N_PROGRAMS:
+                    channels[numeric.CH_BLOCK_PROGRAM_TYPE + program] = 1.0
+                channels[numeric.CH_BLOCK_SPAWN] = block.get("transmissionSpawnCount", 0) / 9.0
+            transmission = cell.get("transmission")
+            if transmission is not None:
+                channels[numeric.CH_TRANSMISSION] = min(transmission["turnsUntilSpawn"] / 4.0, 1.0)
+            channels[numeric.CH_CREDITS] = cell.get("credits", 0) / 3.0
+            channels[numeric.CH_ENERGY] = cell.get("energy", 0) / 3.0
+            channels[numeric.CH_DATA_SIPHON] = float(cell["isDataSiphon"])
+            channels[numeric.CH_EXIT] = float(cell["isExit"])
+            channels[numeric.CH_SIPHON_CENTER] = float(cell["siphonCenter"])
+    return {"player": player, "programs": programs, "grid": grid}

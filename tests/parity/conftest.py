@@ -6,12 +6,23 @@ environment once. Both use the persistent compilation cache, so the server reuse
 in-process engine compiled (and later sessions start warm).
 """
 
+import os
+
 import pytest
 
-from envs.hackmatrix.parity_client import InProcessEngine, ProtocolEngine
+from envs.hackmatrix.parity_client import BINARY_ENV_VAR, InProcessEngine, ProtocolEngine
 from envs.hackmatrix.protocol import enable_compilation_cache
 
 BACKENDS = ("in-process", "protocol")
+
+
+def pytest_report_header(config):
+    """Say which engine the protocol backend is (in the header of `pytest tests/parity`)."""
+    binary = os.environ.get(BINARY_ENV_VAR)
+    if binary:
+        return f"parity protocol backend: the Swift build {binary} ({BINARY_ENV_VAR})"
+    return (f"parity protocol backend: this project's server ({BINARY_ENV_VAR} not set: the "
+            "Swift-backed tests skip)")
 
 
 @pytest.fixture(scope="session", autouse=True)
