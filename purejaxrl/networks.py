@@ -21,7 +21,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.constants import GRID
+from envs.hackmatrix.constants import COL_OF, GRID, N_CELLS, ROW_OF
 from envs.hackmatrix.observation import Observation, flatten
 
 # A large *finite* negative: exp() of it underflows to exactly 0 in float32, so masked actions
@@ -62,25 +62,47 @@ def player_cell(obs: Observation) -> tuple[jax.Array, jax.Array]:
     return scaled[..., 0], scaled[..., 1]
 
 
+def _window_sources() -> np.ndarray:
+    """WINDOW_SOURCE[p, w]: the board cell seen at window cell w (row-major over 11 x 11) by a
+    player on cell p, or ``N_CELLS`` (a padding row) where that offset leaves the board."""
+    table = np.full((N_CELLS, EGOCENTRIC_SIZE * EGOCENTRIC_SIZE), N_CELLS, np.int32)
+    offsets = np.arange(EGOCENTRIC_SIZE) - (GRID - 1)
+    for player in range(N_CELLS):
+        rows = ROW_OF[player] + offsets[:, None] + 0 * offsets[None, :]
+        cols = COL_OF[player] + offsets[None, :] + 0 * offsets[:, None]
+        on_board = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
+        table[player] = np.where(on_board, rows * GRID + cols, N_CELLS).ravel()
+    return table
+
+
+WINDOW_SOURCE = _window_sources()
+
+
+def egocentric_window(features: jax.Array, row: jax.Array, col: jax.Array) -> jax.Array:
+    """f32[..., 11, 11, F + 1] from per-cell ``features`` f32[..., 6, 6, F]: window cell
+    [i, j] holds board cell (row + i - 5, col + j - 5), and a last channel is 1 on the board and
+    0 off it (where the features are 0). One gather through ``WINDOW_SOURCE`` (measured faster
+    than one-hot contractions on CPU, forward and backward)."""
+    lead = features.shape[:-3]
+    cells = features.reshape(lead + (N_CELLS, features.shape[-1]))
+    cells = jnp.concatenate([cells, jnp.ones(cells.shape[:-1] + (1,), cells.dtype)], axis=-1)
+    padded = jnp.concatenate([cells, jnp.zeros(lead + (1, cells.shape[-1]), cells.dtype)],
+                             axis=-2)
+    sources = jnp.asarray(WINDOW_SOURCE)[row * GRID + col]  # [..., 121]
+    window = jnp.take_along_axis(padded, sources[..., None], axis=-2)
+    return window.reshape(lead + (EGOCENTRIC_SIZE, EGOCENTRIC_SIZE, cells.shape[-1]))
+
+
 def egocentric_grid(obs: Observation) -> jax.Array:
-    """f32[..., 11, 11, C + 1]: cell [i, j] holds the grid cell (row + i - 5, col + j - 5) of the
-    player at (row, col), with a last channel 1 on the board and 0 off it (where every other
-    channel is 0). Built with two one-hot contractions at full precision (exact, no gather)."""
-    row, col = player_cell(obs)
-    offsets = jnp.arange(EGOCENTRIC_SIZE) - (GRID - 1)
-    cells = jnp.arange(GRID)
-    # pick_row[..., i, r] = 1 where board row r sits at window row i.
-    pick_row = ((row[..., None, None] + offsets[:, None]) == cells).astype(jnp.float32)
-    pick_col = ((col[..., None, None] + offsets[:, None]) == cells).astype(jnp.float32)
-    on_board = jnp.ones(obs.grid.shape[:-1] + (1,), jnp.float32)
-    grid = jnp.concatenate([obs.grid.astype(jnp.float32), on_board], axis=-1)
-    return jnp.einsum("...ir,...jc,...rcf->...ijf", pick_row, pick_col, grid,
-                      precision=jax.lax.Precision.HIGHEST)
+    """The observation's grid (f32[..., 6, 6, 42]) re-centred on the player: f32[..., 11, 11,
+    43]."""
+    return egocentric_window(obs.grid.astype(jnp.float32), *player_cell(obs))
 
 
 class EgocentricEncoder(nn.Module):
-    """Per-cell embedding of the player-centred grid, flattened next to the player features,
-    owned programs and action mask."""
+    """Each board cell embedded by one shared dense layer, the embeddings re-centred on the
+    player (``egocentric_window``: embedding first, so the layer runs on 36 cells, not 121),
+    flattened next to the player features, owned programs and action mask."""
 
     cell_features: int
     activation: str
@@ -89,12 +111,12 @@ class EgocentricEncoder(nn.Module):
     @nn.compact
     def __call__(self, obs: Observation):
         dtype = _DTYPES[self.dtype]
-        window = egocentric_grid(obs).astype(dtype)
         cells = _ACTIVATIONS[self.activation](
-            _dense(self.cell_features, np.sqrt(2), dtype)(window))
+            _dense(self.cell_features, np.sqrt(2), dtype)(obs.grid.astype(dtype)))
+        window = egocentric_window(cells.astype(jnp.float32), *player_cell(obs)).astype(dtype)
         lead = obs.player.shape[:-1]
         return jnp.concatenate([
-            cells.reshape(lead + (-1,)), obs.player.astype(dtype),
+            window.reshape(lead + (-1,)), obs.player.astype(dtype),
             obs.programs.astype(dtype), obs.action_mask.astype(dtype)], axis=-1)
 
 
