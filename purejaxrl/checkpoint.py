@@ -13,6 +13,7 @@ next save removes the orphaned temp file.
 from __future__ import annotations
 
 import datetime
+import io
 import os
 import pickle
 import platform
@@ -29,6 +30,24 @@ _CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)\.pkl$")
 # A checkpoint is written under a temp name and renamed: only complete files match
 # _CHECKPOINT_NAME, so --resume never picks up a write that was cut short.
 _TEMP_PREFIX, _TEMP_SUFFIX = ".checkpoint_", ".tmp"
+
+
+# Modules that held pickled-by-reference classes before envs/hackmatrix was split into
+# sub-packages (issue 15): checkpoints written before the move name them.
+_MOVED_MODULES = {
+    **{f"envs.hackmatrix.{name}": f"envs.hackmatrix.core.{name}"
+       for name in ("bitboard", "constants", "enemies", "entities", "game", "generation",
+                    "history", "mask", "programs", "rewards", "rng", "sparse", "spawn", "state")},
+    **{f"envs.hackmatrix.{name}": f"envs.hackmatrix.swift_io.{name}"
+       for name in ("parity_client", "protocol", "raw_observation", "scenario")},
+}
+
+
+class _Unpickler(pickle.Unpickler):
+    """Resolves classes pickled under a module path that has since moved."""
+
+    def find_class(self, module, name):
+        return super().find_class(_MOVED_MODULES.get(module, module), name)
 
 
 class CheckpointError(RuntimeError):
@@ -164,7 +183,7 @@ def read_checkpoint_bytes(path: str) -> tuple[str, bytes]:
 def parse_checkpoint(data: bytes, file_path: str) -> dict:
     """Unpickle and sanity-check checkpoint bytes. Raises CheckpointError."""
     try:
-        payload = pickle.loads(data)
+        payload = _Unpickler(io.BytesIO(data)).load()
     except Exception as error:  # truncated, corrupt, or unpicklable content
         raise CheckpointError(
             f"cannot read checkpoint {file_path}: {type(error).__name__}: {error}") from None

@@ -14,7 +14,9 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
+from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
+from envs.hackmatrix import baselines
+from purejaxrl import toy_env
 from purejaxrl.networks import ActorCritic, greedy_masked, sample_masked
 
 Policy = Callable[[jax.Array, object, object], jax.Array]
@@ -132,41 +134,6 @@ def make_training_evaluator(env, env_params, network: ActorCritic, num_envs: int
     return evaluate
 
 
-def toy_heuristic_policy(key, obs, env_state):
-    """The toy corridor's scripted baseline: always step right, towards the exit."""
-    return jnp.int32(3)
-
-
-def hackmatrix_heuristic_policy(key, obs, env_state):
-    """HackMatrix's scripted baseline: shoot whatever is in line, else walk the BFS shortest
-    path to the exit, else siphon, else the first legal action.
-
-    "In line" and "shortest path" reuse the environment's own rules: ``game.direction_action``
-    reports whether a direction would shoot (game-rules §5), ``rewards.bfs_distance`` is Swift's
-    ``findDistance`` (§8.5: blocks impassable, enemies ignored)."""
-    from envs.hackmatrix import bitboard, game, rewards
-    from envs.hackmatrix.constants import BLOCK, DIR_DCOL, DIR_DROW, GRID
-    from envs.hackmatrix.entities import cell_index
-
-    del key
-    mask = obs.action_mask
-    directions = jnp.arange(4)
-    shoots = jax.vmap(lambda d: game.direction_action(env_state, d)[2])(directions)
-    player = env_state.player
-    rows, cols = player.row + jnp.asarray(DIR_DROW), player.col + jnp.asarray(DIR_DCOL)
-    on_board = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
-    blocks = bitboard.from_bool(env_state.grid.content == BLOCK)
-    exit_cell = cell_index(env_state.exit_row, env_state.exit_col)
-    distance, reachable = jax.vmap(lambda c: rewards.bfs_distance(blocks, c, exit_cell))(
-        jnp.where(on_board, cell_index(rows, cols), 0))
-    shoot_ok = mask[:4] & shoots
-    move_ok = mask[:4] & ~shoots & on_board & reachable
-    best_move = jnp.argmin(jnp.where(move_ok, distance, jnp.iinfo(jnp.int32).max))
-    fallback = jnp.where(mask[4], 4, jnp.argmax(mask))
-    return jnp.where(jnp.any(shoot_ok), jnp.argmax(shoot_ok),
-                     jnp.where(jnp.any(move_ok), best_move, fallback)).astype(jnp.int32)
-
-
 def heuristic_policy(env_name: str) -> Policy | None:
     """The scripted baseline of an environment."""
-    return {"toy": toy_heuristic_policy, "hackmatrix": hackmatrix_heuristic_policy}.get(env_name)
+    return {"toy": toy_env.heuristic_policy, "hackmatrix": baselines.heuristic_policy}.get(env_name)

@@ -21,7 +21,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.constants import COL_OF, GRID, N_CELLS, ROW_OF
+from envs.hackmatrix.core.constants import COL_OF, GRID, N_CELLS, ROW_OF
+from envs.hackmatrix.core.entities import on_board
 from envs.hackmatrix.observation import Observation, flatten
 
 # A large *finite* negative: exp() of it underflows to exactly 0 in float32, so masked actions
@@ -70,8 +71,8 @@ def _window_sources() -> np.ndarray:
     for player in range(N_CELLS):
         rows = ROW_OF[player] + offsets[:, None] + 0 * offsets[None, :]
         cols = COL_OF[player] + offsets[None, :] + 0 * offsets[:, None]
-        on_board = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
-        table[player] = np.where(on_board, rows * GRID + cols, N_CELLS).ravel()
+        inside = on_board(rows, cols)
+        table[player] = np.where(inside, rows * GRID + cols, N_CELLS).ravel()
     return table
 
 

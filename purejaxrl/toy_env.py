@@ -27,9 +27,11 @@ from flax import struct
 import jax
 import jax.numpy as jnp
 
+from envs.hackmatrix.core.constants import N_ACTIONS
 from envs.hackmatrix.observation import Observation
 
-NUM_ACTIONS = 28
+NUM_ACTIONS = N_ACTIONS
+RIGHT = 3
 CORRIDOR_LENGTH = 5
 EXIT_CELL = CORRIDOR_LENGTH - 1
 GRID_CHANNELS = 2  # agent, exit
@@ -57,12 +59,17 @@ class ToyState:
 
 def action_mask(state: ToyState) -> jax.Array:
     actions = jnp.arange(NUM_ACTIONS)
-    return ((actions == 3)
+    return ((actions == RIGHT)
             | ((actions == 2) & (state.cell > 0))
             | ((actions == 1) & (state.cell % 2 == 1))
             | ((actions == 0) & (state.cell == 3))
             | ((actions == 4) & (state.cell == 2) & ~state.siphoned)
             | (actions == 5))
+
+
+def heuristic_policy(key, obs, env_state):
+    """The corridor's scripted baseline: always step right, towards the exit."""
+    return jnp.int32(RIGHT)
 
 
 class ToyCorridor:
@@ -100,7 +107,7 @@ class ToyCorridor:
         """One step without auto-reset."""
         action = jnp.asarray(action, jnp.int32)
         invalid = ~action_mask(state)[action]
-        cell = state.cell + jnp.where(action == 3, 1, 0) - jnp.where(action == 2, 1, 0)
+        cell = state.cell + jnp.where(action == RIGHT, 1, 0) - jnp.where(action == 2, 1, 0)
         cell = jnp.where(invalid, state.cell, cell)
         won = ~invalid & (cell == EXIT_CELL)
         died = ~invalid & (action == 0)

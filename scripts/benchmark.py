@@ -22,11 +22,7 @@ import subprocess
 import sys
 import time
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, REPO_ROOT)  # purejaxrl, envs
-sys.path.append(os.path.join(REPO_ROOT, "scripts"))  # benchmark_env, when imported as a module
-
-from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+from purejaxrl.backend import choose_platforms, describe_backend
 
 DEFAULT_LEDGER = os.path.join("benchmarks", "results.jsonl")
 # Set in the subprocess started for --devices: the measurement runs there, not the device loop.
@@ -40,8 +36,8 @@ CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count"
 # jax is imported only inside these functions: XLA_FLAGS must be final before the first import.
 
 def bench_env(num_envs: int, num_steps: int, repeats: int, seed: int, reward_shaping: str) -> dict:
-    import benchmark_env
-    row = benchmark_env.bench(num_envs, num_steps, repeats, seed,
+    from purejaxrl import env_throughput
+    row = env_throughput.bench(num_envs, num_steps, repeats, seed,
                               {"reward_shaping": reward_shaping})
     row["env"] = "hackmatrix"
     return row
@@ -72,8 +68,8 @@ def bench_train(args, num_envs: int) -> dict:
     ``repeats`` chunks. Trains data-parallel over every local device."""
     import resource
 
-    import benchmark_env
     import jax
+    from purejaxrl import env_throughput
     import numpy as np
 
     from purejaxrl import ppo
@@ -110,7 +106,7 @@ def bench_train(args, num_envs: int) -> dict:
     updates_done = int(jax.device_get(runner.update_step))
     sps = [args.updates_per_chunk * config.batch_size / s for s in seconds]
     per_update = [s / args.updates_per_chunk for s in seconds]
-    from benchmark_env import git_commit
+    from purejaxrl.env_throughput import git_commit
     return {
         "benchmark": "train", "env": config.env, "num_envs": num_envs,
         "num_steps": config.num_steps, "num_devices": config.num_devices,
@@ -127,7 +123,7 @@ def bench_train(args, num_envs: int) -> dict:
         "update_s_min": round(min(per_update), 4), "update_s_max": round(max(per_update), 4),
         "invalid_actions": invalid, "masked_actions_sampled": masked,
         "peak_host_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "peak_device_memory_mb": benchmark_env.peak_device_memory_mb(),
+        "peak_device_memory_mb": env_throughput.peak_device_memory_mb(),
         "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
         "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
         "host": platform.node(), "cpus": os.cpu_count(), "config": config.to_dict(),
@@ -313,8 +309,6 @@ def main(argv=None) -> int:
                      "must be positive")
     if not args.devices:  # the --devices children run on forced CPU devices (JAX_PLATFORMS=cpu)
         choose_platforms()  # before JAX is imported
-    # jax before benchmark_env: that module defaults JAX_PLATFORMS to cpu when imported first,
-    # which would hide an accelerator. JAX_PLATFORMS from the caller is honoured as usual.
     import jax  # noqa: F401
     from purejaxrl.config import ConfigError
 

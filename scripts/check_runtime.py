@@ -22,7 +22,6 @@ import tempfile
 import time
 import traceback
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_COMPILE_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "hackmatrix-jax")
 
 
@@ -213,7 +212,6 @@ def main(argv=None) -> int:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_"
                                    f"platform_device_count={args.force_host_devices}").strip()
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    sys.path.insert(0, REPO_ROOT)
     from purejaxrl.backend import choose_platforms
     choose_platforms()  # before any check imports JAX
     start = time.perf_counter()

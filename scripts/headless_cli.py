@@ -3,15 +3,12 @@
 
     python scripts/headless_cli.py [--seed N] [--compilation-cache DIR] [--headless-cli] [--debug]
 
-Same as ``python -m envs.hackmatrix.protocol``; see envs/hackmatrix/protocol.py.
+Same as ``python -m envs.hackmatrix.swift_io.protocol``; see envs/hackmatrix/swift_io/protocol.py.
 """
 
-import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from envs.hackmatrix.protocol import main  # noqa: E402
+from envs.hackmatrix.swift_io.protocol import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -21,10 +21,8 @@ import os
 import shlex
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from purejaxrl.config import ConfigError, validate_config  # noqa: E402
-from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS,  # noqa: E402
+from purejaxrl.config import ConfigError, validate_config
+from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS,
                                           LEDGER, TIERS)
 
 

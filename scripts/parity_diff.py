@@ -21,16 +21,15 @@ import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
 import numpy as np  # noqa: E402
 
-from envs.hackmatrix.parity_client import (InProcessEngine, OracleDivergence,  # noqa: E402
-                                           OracleLockstep, ProtocolEngine, lockstep,
-                                           own_server_command)
-from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
-from swift_oracle import add_binary_option, check_binary  # noqa: E402
+from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, OracleDivergence,  # noqa: E402
+                                                    OracleLockstep, ProtocolEngine, lockstep,
+                                                    own_server_command)
+from envs.hackmatrix.swift_io.protocol import enable_compilation_cache  # noqa: E402
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary  # noqa: E402
 
 
 def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):

@@ -28,7 +28,6 @@ import sys
 import time
 
 _STARTED = time.perf_counter()
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
 
@@ -68,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_scenario(path: str):
-    from envs.hackmatrix.scenario import ScenarioError, set_state
+    from envs.hackmatrix.swift_io.scenario import ScenarioError, set_state
     try:
         with open(path, encoding="utf-8") as handle:
             scenario = json.load(handle)
@@ -87,10 +86,10 @@ class Game:
 
     def __init__(self, args):
         import jax
-        from envs.hackmatrix.mask import action_mask
+        from envs.hackmatrix.core.mask import action_mask
         from purejaxrl import ppo
         from purejaxrl.config import TrainConfig
-        from watch_agent import jitted_env_step, jitted_reset
+        from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
 
         config = TrainConfig(env="hackmatrix", reward_shaping=args.reward_shaping,
                              close_undo_exploit=args.close_undo_exploit,
@@ -141,7 +140,7 @@ def program_line(frame: dict) -> str:
 
 def parse_command(word: str, frame: dict):
     """('action', index) / ('back'|'reveal'|'help'|'quit', None) / ('unknown', word)."""
-    from envs.hackmatrix.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
+    from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
     if word in ARROW_KEYS:
         return "action", ARROW_KEYS[word]
     lowered = word.lower()
@@ -206,7 +205,7 @@ def main(argv=None) -> int:
 
 def play(args) -> int:
     import jax
-    from envs.hackmatrix.render import LEGEND, action_name, format_frame, frame_view
+    from envs.hackmatrix.viz.render_text import LEGEND, action_name, format_frame, frame_view
 
     cache = None if args.no_compile_cache else args.compile_cache_dir
     if cache:

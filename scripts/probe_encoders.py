@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def build_parser():
@@ -46,7 +44,7 @@ def main(argv=None) -> int:
 
     from purejaxrl import ppo
     from purejaxrl.config import TrainConfig
-    from purejaxrl.evaluation import hackmatrix_heuristic_policy
+    from envs.hackmatrix.baselines import heuristic_policy
     from purejaxrl.networks import greedy_masked, masked_log_probs
 
     env, env_params = ppo.make_env(TrainConfig())
@@ -60,7 +58,7 @@ def main(argv=None) -> int:
         def step(carry, key):
             obs, state = carry
             act_key, step_key = jax.random.split(key)
-            actions = jax.vmap(hackmatrix_heuristic_policy)(
+            actions = jax.vmap(heuristic_policy)(
                 jax.random.split(act_key, args.envs), obs, state)
             next_obs, next_state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
                 jax.random.split(step_key, args.envs), state, actions, env_params)

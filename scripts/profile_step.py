@@ -7,21 +7,20 @@ dense cost) and, for generation, with no lane enabled (what a step that needs no
 """
 
 import argparse
-import os
 import statistics
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
 
-from envs.hackmatrix import enemies, game, generation, observation, programs, rewards  # noqa: E402
+from envs.hackmatrix.core import enemies, game, generation, programs, rewards  # noqa: E402
+
+from envs.hackmatrix import observation  # noqa: E402
 from envs.hackmatrix.env import HackMatrix  # noqa: E402
 
 

@@ -7,17 +7,14 @@ program fired.
 
 import argparse
 import json
-import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-from envs.hackmatrix.constants import DIR_NAMES, PROGRAM_NAMES  # noqa: E402
+from envs.hackmatrix.core.constants import DIR_NAMES, PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.soak import run_soak  # noqa: E402
 
 INVARIANTS = ("invalid_actions", "hp_out_of_range", "max_overflow", "non_finite",

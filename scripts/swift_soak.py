@@ -7,7 +7,7 @@ Swift plays; a JAX mirror of its whole state follows every step and must reprodu
 (observation, numeric observation, valid actions, reward and breakdown, done, info, internal
 state). Random draws are matched (enemy order, WARP, POLY: some key must give Swift's outcome) or
 adopted after a support check (spawn cells and types, new boards): see
-``envs.hackmatrix.parity_client.OracleLockstep``.
+``envs.hackmatrix.swift_io.parity_client.OracleLockstep``.
 
 Trajectories alternate between starts and two policies:
 * starts: Swift's own ``reset`` (a real new game), and ``setState`` scenarios built from boards
@@ -34,21 +34,22 @@ import pickle
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
 import jax  # noqa: E402
 import numpy as np  # noqa: E402
 
-from envs.hackmatrix import generation, observation  # noqa: E402
-from envs.hackmatrix.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, N_PROGRAMS,  # noqa: E402
-                                       PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
-from envs.hackmatrix.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
-                                           ProtocolEngine)
-from envs.hackmatrix.protocol import enable_compilation_cache  # noqa: E402
-from swift_oracle import add_binary_option, binary_label, check_binary  # noqa: E402
-from envs.hackmatrix.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
-from swift_generation_stats import LEVEL, paired_permutation_chi_square  # noqa: E402
+from envs.hackmatrix.core import generation  # noqa: E402
+
+from envs.hackmatrix import observation  # noqa: E402
+from envs.hackmatrix.core.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, N_PROGRAMS,  # noqa: E402
+                                            PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
+from envs.hackmatrix.swift_io.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
+                                                    ProtocolEngine)
+from envs.hackmatrix.swift_io.protocol import enable_compilation_cache  # noqa: E402
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
+from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
+from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square  # noqa: E402
 
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario", "crowd")
@@ -119,10 +120,10 @@ class ScenarioSource:
 
 class Policies:
     def __init__(self, env, seed: int):
-        from purejaxrl.evaluation import hackmatrix_heuristic_policy
+        from envs.hackmatrix.baselines import heuristic_policy
 
         self.rng = np.random.default_rng(seed + 1)
-        self.heuristic = jax.jit(lambda state: hackmatrix_heuristic_policy(
+        self.heuristic = jax.jit(lambda state: heuristic_policy(
             None, observation.build_observation(state), state))
 
     def __call__(self, policy: str, valid: list, state) -> int:

@@ -19,13 +19,10 @@ every device of every process; only process 0 writes logs and checkpoints.
 from __future__ import annotations
 
 import argparse
-import os
 import signal
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 

@@ -22,27 +22,16 @@ fails unless every state and reward is reproduced. No display is needed (works o
 from __future__ import annotations
 
 import argparse
-import functools
-import hashlib
 import importlib.util
-import json
 import os
 import sys
 import time
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR  # noqa: E402
-
-RECORD_FORMAT = "hackmatrix-episode-record"
-RECORD_VERSION = 1
-# Rewards of a replay are recomputed by a differently compiled program (no policy network in
-# it), whose float fusion may differ in the last bits; states are compared exactly.
-REWARD_TOLERANCE = 1e-5
 
 
 class WatchError(Exception):
@@ -106,11 +95,6 @@ def check_arguments(args) -> None:
         raise WatchError(f"record file not found: {args.replay}")
 
 
-def current_env_version():
-    import envs.hackmatrix as package
-    return getattr(package, "ENV_VERSION", None)
-
-
 def enable_compile_cache(cache_dir) -> None:
     import jax
     if cache_dir:
@@ -135,6 +119,7 @@ def config_for_options(options: dict):
 def load_policy(path: str):
     """(config, params, checkpoint) of a HackMatrix checkpoint, or WatchError saying why not."""
     import jax
+    from envs.hackmatrix import ENV_VERSION
     from purejaxrl import ppo
     from purejaxrl.checkpoint import CheckpointError, load_checkpoint
     from purejaxrl.config import ConfigError, TrainConfig
@@ -152,7 +137,7 @@ def load_policy(path: str):
     if config.env != "hackmatrix":
         raise WatchError(f"{where} was trained on the {config.env!r} environment; watch_agent "
                          "shows HackMatrix agents only", 2)
-    saved_version, current_version = checkpoint.get("env_version"), current_env_version()
+    saved_version, current_version = checkpoint.get("env_version"), ENV_VERSION
     if None not in (saved_version, current_version) and saved_version != current_version:
         raise WatchError(f"{where} was trained on environment version {saved_version!r}, this "
                          f"code is version {current_version!r}: incompatible environment")
@@ -173,195 +158,19 @@ def load_policy(path: str):
 
 # --------------------------------------------------------------------------- simulation
 
-def state_digest(state) -> str:
-    """A short hash of every array of a (host) state: equal digests = equal states."""
-    import jax
-    import numpy as np
-    digest = hashlib.sha256()
-    for leaf in jax.tree.leaves(jax.device_get(state)):
-        array = np.ascontiguousarray(leaf)
-        digest.update(str((array.dtype, array.shape)).encode())
-        digest.update(array.tobytes())
-    return digest.hexdigest()[:16]
+def network_decision(network):
+    """The network's policy over observations, in the form ``replay.Simulator`` runs: greedy
+    (argmax over legal actions) or sampled, with the probabilities and value it shows."""
+    import jax.numpy as jnp
+    from purejaxrl.networks import greedy_masked, masked_log_probs, sample_masked
 
-
-@functools.lru_cache(maxsize=None)
-def jitted_env_step(env):
-    """``step(key, state, action, env_params)`` of ``env`` without auto-reset, jitted; also
-    reports truncation and the action masks before and after. ``env_params`` is an argument
-    (not baked in), so this program is the same for watch_agent, its replays and play.py
-    whatever their episode limits, and the persistent compile cache serves all of them."""
-    import jax
-    from envs.hackmatrix.mask import action_mask
-
-    def env_step(key, state, action, env_params):
-        _, next_state, reward, terminated, info = env.step_env(key, state, action, env_params)
-        truncated = ~terminated & env.is_truncated(next_state, env_params)
-        return dict(action=action, state=next_state, reward=reward, terminated=terminated,
-                    truncated=truncated, breakdown=info["reward_breakdown"], shot=info["shot"],
-                    won=info["won"], died=info["died"], invalid=info["invalid_action"],
-                    stage=info["stage"], stage_complete=info["stage_complete"],
-                    mask=action_mask(state), next_mask=action_mask(next_state))
-    return jax.jit(env_step)
-
-
-@functools.lru_cache(maxsize=None)
-def jitted_reset(env):
-    """``reset(key, env_params) -> state`` of ``env``, jitted; shared like ``jitted_env_step``."""
-    import jax
-    return jax.jit(lambda key, env_params: env.reset(key, env_params)[1])
-
-
-class Simulator:
-    """Reset, and one step: (with a network) the policy's probabilities, value and action, or a
-    forced action, then the environment step without auto-reset. The policy and the env step
-    are separate jitted programs, so replays and play.py reuse the env step's compilation."""
-
-    def __init__(self, config, network=None, params=None, greedy=True):
-        import jax
-        import jax.numpy as jnp
-        from envs.hackmatrix.observation import build_observation
-        from purejaxrl import ppo
-        from purejaxrl.networks import greedy_masked, masked_log_probs, sample_masked
-
-        self.env, self.env_params = ppo.make_env(config)
-        self.params, self.greedy = params, greedy
-        env = self.env
-
-        def policy(params, key, state, greedy):
-            obs = build_observation(state)
-            logits, value = network.apply(params, obs)
-            action = jnp.where(greedy, greedy_masked(logits, obs.action_mask),
-                               sample_masked(key, logits, obs.action_mask))
-            return dict(action=action.astype(jnp.int32), value=value,
-                        probs=jnp.exp(masked_log_probs(logits, obs.action_mask)))
-
-        self._reset = jitted_reset(env)
-        self._policy = jax.jit(policy) if network is not None else None
-        self._env_step = jitted_env_step(env)
-
-    def reset(self, key):
-        return self._reset(key, self.env_params)
-
-    def step(self, key, state, forced_action=None):
-        import jax
-        import jax.numpy as jnp
-        act_key, env_key = jax.random.split(key)
-        decision = {}
-        if self._policy is not None:
-            decision = jax.device_get(self._policy(self.params, act_key, state,
-                                                   jnp.bool_(self.greedy)))
-        action = forced_action if forced_action is not None else decision["action"]
-        out = self._env_step(env_key, state, jnp.int32(action), self.env_params)
-        return {**jax.device_get(out), "probs": decision.get("probs"),
-                "value": decision.get("value")}
-
-
-def episode_keys(seed: int, episode: int):
-    import jax
-    return jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), episode))
-
-
-def outcome_of(out) -> str:
-    if bool(out["invalid"]):
-        return "invalid action"
-    if bool(out["won"]):
-        return "won"
-    if bool(out["died"]):
-        return "died"
-    return "truncated"
-
-
-def run_episode(simulator: Simulator, *, seed: int, episode: int, max_steps: int,
-                forced_actions=None, reveal=False, top_k=5, on_frame=None) -> dict:
-    """Play (or, with ``forced_actions``, re-simulate) one episode. Returns its record (actions,
-    rewards, state digests), its frames (one per step plus the final position) and summary."""
-    import jax
-    from envs.hackmatrix.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
-    from envs.hackmatrix.render import action_name, frame_view
-
-    reset_key, run_key = episode_keys(seed, episode)
-    state = simulator.reset(reset_key)
-    record = {"episode": episode, "actions": [], "rewards": [], "state_digests": []}
-    frames, total, outcome, stage = [], 0.0, None, 1
-    siphons, programs = 0, {}
-    limit = len(forced_actions) if forced_actions is not None else max_steps
-    for t in range(limit):
-        forced = None if forced_actions is None else forced_actions[t]
-        out = simulator.step(jax.random.fold_in(run_key, t), state, forced)
-        action = int(out["action"])
-        frame = frame_view(state, reveal=reveal, step=t, action=action, shot=bool(out["shot"]),
-                           probs=out.get("probs"), value=out.get("value"),
-                           reward=out["reward"], breakdown=out["breakdown"],
-                           action_mask=out["mask"], top_k=top_k)
-        frame["episode"] = episode
-        frames.append(frame)
-        if on_frame is not None:
-            on_frame(frame)
-        state = out["state"]
-        record["actions"].append(action)
-        record["rewards"].append(float(out["reward"]))
-        record["state_digests"].append(state_digest(state))
-        total += float(out["reward"])
-        stage = int(out["stage"])
-        siphons += action == ACTION_SIPHON
-        if action >= PROGRAM_ACTION_OFFSET:
-            name = action_name(action)
-            programs[name] = programs.get(name, 0) + 1
-        if bool(out["terminated"]) or bool(out["truncated"]):
-            outcome = outcome_of(out)
-            break
-    else:
-        outcome = "max steps"  # a replay runs out of actions where the recording hit the cap
-    final = frame_view(state, reveal=reveal, step=len(record["actions"]), outcome=outcome)
-    final["episode"] = episode
-    frames.append(final)
-    if on_frame is not None:
-        on_frame(final)
-    record["outcome"] = outcome
-    summary = {"episode": episode, "return": round(total, 4), "length": len(record["actions"]),
-               "stage": stage, "outcome": outcome, "siphons": siphons,
-               "programs": ", ".join(f"{name} x{count}" for name, count in programs.items()) or "-"}
-    return {"record": record, "frames": frames, "summary": summary}
-
-
-def verify_replay(recorded: dict, replayed: dict) -> None:
-    """Raise WatchError at the first step whose state or reward differs from the record."""
-    episode = recorded["episode"]
-    got = replayed["record"]
-    if len(got["actions"]) != len(recorded["actions"]):
-        raise WatchError(f"replay of episode {episode} ended after {len(got['actions'])} steps, "
-                         f"the record has {len(recorded['actions'])}")
-    for t, (want_digest, got_digest) in enumerate(zip(recorded["state_digests"],
-                                                      got["state_digests"])):
-        if want_digest != got_digest:
-            raise WatchError(f"replay of episode {episode} diverged at step {t}: the state after "
-                             f"action {recorded['actions'][t]} differs from the record")
-        want_reward, got_reward = recorded["rewards"][t], got["rewards"][t]
-        if abs(want_reward - got_reward) > REWARD_TOLERANCE * max(1.0, abs(want_reward)):
-            raise WatchError(f"replay of episode {episode} diverged at step {t}: reward "
-                             f"{got_reward!r} != recorded {want_reward!r}")
-    if got["outcome"] != recorded.get("outcome", got["outcome"]):
-        raise WatchError(f"replay of episode {episode} ended as {got['outcome']!r}, the record "
-                         f"says {recorded['outcome']!r}")
-
-
-def load_record(path: str) -> dict:
-    try:
-        with open(path, encoding="utf-8") as handle:
-            record = json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
-        raise WatchError(f"cannot read record {path}: {error}") from None
-    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
-        raise WatchError(f"{path} is not a watch_agent episode record")
-    if record.get("format_version") != RECORD_VERSION:
-        raise WatchError(f"{path} has record version {record.get('format_version')}, "
-                         f"expected {RECORD_VERSION}")
-    saved, current = record.get("env_version"), current_env_version()
-    if saved is not None and current is not None and saved != current:
-        raise WatchError(f"{path} was recorded on environment version {saved!r}, this code is "
-                         f"version {current!r}: it cannot be replayed exactly")
-    return record
+    def decide(params, key, obs, greedy):
+        logits, value = network.apply(params, obs)
+        action = jnp.where(greedy, greedy_masked(logits, obs.action_mask),
+                           sample_masked(key, logits, obs.action_mask))
+        return dict(action=action.astype(jnp.int32), value=value,
+                    probs=jnp.exp(masked_log_probs(logits, obs.action_mask)))
+    return decide
 
 
 # --------------------------------------------------------------------------- output
@@ -379,7 +188,7 @@ class LiveView:
         self.first = True
 
     def __call__(self, frame: dict) -> None:
-        from envs.hackmatrix.render import format_frame
+        from envs.hackmatrix.viz.render_text import format_frame
         if self.quiet:
             return
         text = format_frame(frame, color=self.color, legend=self.legend and self.first)
@@ -416,7 +225,7 @@ def format_summary(rows: list) -> str:
 def write_video(path: str, frames: list, fps: float, kind: str) -> None:
     import imageio.v2 as imageio
     import imageio.v3 as iio
-    from envs.hackmatrix.render_image import render_array
+    from envs.hackmatrix.viz.render_image import render_array
 
     images = [render_array(frame) for frame in frames]
     if kind == "gif":
@@ -430,18 +239,25 @@ def write_video(path: str, frames: list, fps: float, kind: str) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    from envs.hackmatrix.viz.replay import ReplayError
     try:
         check_arguments(args)
         return run(args)
     except WatchError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.code
+    except ReplayError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130
 
 
 def run(args) -> int:
+    from envs.hackmatrix.viz.replay import (Simulator, load_record, run_episode, verify_replay,
+                                            write_record)
+    from purejaxrl.ppo import make_env
     started = time.perf_counter()
     print(describe_backend(), file=sys.stderr)
     enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir)
@@ -450,7 +266,7 @@ def run(args) -> int:
     if args.checkpoint:
         config, params, checkpoint = load_policy(args.checkpoint)
         from purejaxrl.networks import make_network
-        from envs.hackmatrix.constants import N_ACTIONS
+        from envs.hackmatrix.core.constants import N_ACTIONS
         network = make_network(config, N_ACTIONS)
         print(f"checkpoint {checkpoint['path']} (update {checkpoint['update']}, "
               f"{checkpoint['env_steps']:,} env steps)")
@@ -461,7 +277,9 @@ def run(args) -> int:
     else:
         options, seed = env_options_of(config), args.seed
         episodes = [(episode, None) for episode in range(args.episodes)]
-    simulator = Simulator(config, network, params, greedy=args.greedy)
+    env, env_params = make_env(config)
+    simulator = Simulator(env, env_params, None if network is None else network_decision(network),
+                          params, greedy=args.greedy)
     live = LiveView(args)
     mode = "replay of " + args.replay if record_in else ("greedy" if args.greedy else "sampled")
     print(f"{len(episodes)} episode(s), seed {seed}, {mode}; env options {options}")
@@ -482,12 +300,9 @@ def run(args) -> int:
     frames = [frame for result in results for frame in result["frames"]]
     summary = [result["summary"] for result in results]
     if args.record:
-        with open(args.record, "w", encoding="utf-8") as handle:
-            json.dump({"format": RECORD_FORMAT, "format_version": RECORD_VERSION,
-                       "env_version": current_env_version(), "env_options": options,
-                       "seed": seed, "policy": None if args.replay else
-                       ("greedy" if args.greedy else "sampled"),
-                       "episodes": [r["record"] for r in results]}, handle, indent=1)
+        write_record(args.record, env_options=options, seed=seed,
+                     policy=None if args.replay else ("greedy" if args.greedy else "sampled"),
+                     episodes=[r["record"] for r in results])
         print(f"wrote record {args.record}")
     if args.gif:
         write_video(args.gif, frames, args.fps, "gif")
@@ -496,7 +311,7 @@ def run(args) -> int:
         write_video(args.mp4, frames, args.fps, "mp4")
         print(f"wrote MP4 {args.mp4} ({len(frames)} frames)")
     if args.html:
-        from envs.hackmatrix.render_html import replay_html
+        from envs.hackmatrix.viz.render_html import replay_html
         title = f"HackMatrix replay: {args.checkpoint or args.replay} (seed {seed})"
         with open(args.html, "w", encoding="utf-8") as handle:
             handle.write(replay_html(frames, title=title, summary=summary, fps=args.fps))

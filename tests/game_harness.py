@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs.hackmatrix.env import HackMatrix
-from envs.hackmatrix.scenario import set_state
+from envs.hackmatrix.swift_io.scenario import set_state
 
 ENV = HackMatrix()
 PARAMS = ENV.default_params

@@ -5,7 +5,7 @@ schema) and checks the outcome the spec gives; expected values are derived by ha
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import CRYPTOG, DAEMON, GLITCH, VIRUS, BLOCK, EMPTY, EXIT
+from envs.hackmatrix.core.constants import CRYPTOG, DAEMON, GLITCH, VIRUS, BLOCK, EMPTY, EXIT
 from tests.game_harness import (active_enemies, active_transmissions, breakdown, nonzero_components,
                                 scenario, step)
 

@@ -14,10 +14,10 @@ import jax
 import numpy as np
 import pytest
 
-from envs.hackmatrix import bitboard as bb
-from envs.hackmatrix.constants import BLOCK, DATA_SIPHON, EMPTY, EXIT, N_PROGRAMS
-from envs.hackmatrix.generation import initialize_stage, is_valid_layout, new_game
-from envs.hackmatrix.spawn import line_of_fire_mask
+from envs.hackmatrix.core import bitboard as bb
+from envs.hackmatrix.core.constants import BLOCK, DATA_SIPHON, EMPTY, EXIT, N_PROGRAMS
+from envs.hackmatrix.core.generation import initialize_stage, is_valid_layout, new_game
+from envs.hackmatrix.core.spawn import line_of_fire_mask
 
 N_GAMES = 4000
 CORNERS = (0, 5, 30, 35)  # (0,0), (0,5), (5,0), (5,5) in canonical order (game-rules §1.1)

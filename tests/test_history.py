@@ -4,9 +4,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.constants import BLOCK, CRYPTOG, DAEMON, DATA_SIPHON, EXIT, VIRUS
-from envs.hackmatrix.history import clear_history, push_snapshot, undo
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core.constants import BLOCK, CRYPTOG, DAEMON, DATA_SIPHON, EXIT, VIRUS
+from envs.hackmatrix.core.history import clear_history, push_snapshot, undo
+from envs.hackmatrix.core.state import blank_state
 
 H = 3
 _push = jax.jit(push_snapshot)

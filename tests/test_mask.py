@@ -5,9 +5,9 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.hackmatrix import constants as C
-from envs.hackmatrix.mask import action_mask, direction_valid
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core import constants as C
+from envs.hackmatrix.core.mask import action_mask, direction_valid
+from envs.hackmatrix.core.state import blank_state
 
 DIRECTIONS = jax.jit(direction_valid)
 MASK = jax.jit(action_mask)

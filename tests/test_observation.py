@@ -8,10 +8,10 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.hackmatrix import constants as C
-from envs.hackmatrix.mask import action_mask
+from envs.hackmatrix.core import constants as C
+from envs.hackmatrix.core.mask import action_mask
 from envs.hackmatrix.observation import FLAT_SIZE, build_observation, flatten
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core.state import blank_state
 
 OBSERVE = jax.jit(build_observation)
 FLATTEN = jax.jit(flatten)

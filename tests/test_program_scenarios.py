@@ -4,7 +4,7 @@
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import EXIT
+from envs.hackmatrix.core.constants import EXIT
 from envs.hackmatrix.env import HackMatrix
 from tests.game_harness import active_enemies, active_transmissions, scenario, step
 

@@ -9,13 +9,13 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import (
-    ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BOM, DAEMON, DATA_SIPHON, DEBUG, DELAY,
-    EMPTY, EXCH, EXIT, GLITCH, HACK, N_PROGRAMS, POLY, PULL, PUSH, REDUC, RESET, ROW, SCORE, SHOW,
-    SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
-from envs.hackmatrix.history import push_snapshot
-from envs.hackmatrix.programs import apply_program, can_execute
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core.constants import (
+                                            ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BOM, DAEMON, DATA_SIPHON, DEBUG, DELAY,
+                                            EMPTY, EXCH, EXIT, GLITCH, HACK, N_PROGRAMS, POLY, PULL, PUSH, REDUC, RESET, ROW, SCORE, SHOW,
+                                            SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
+from envs.hackmatrix.core.history import push_snapshot
+from envs.hackmatrix.core.programs import apply_program, can_execute
+from envs.hackmatrix.core.state import blank_state
 
 MAX_HP = {VIRUS: 2, DAEMON: 3, GLITCH: 2, CRYPTOG: 2}  # Enemy.swift › EnemyType.maxHP (§4.5)
 # §2 table: (credits, energy) per program.

@@ -4,8 +4,8 @@ import jax
 import jax.numpy as jnp
 import pytest
 
-from envs.hackmatrix.render import cell_view, header_view, render_text
-from envs.hackmatrix.scenario import set_state
+from envs.hackmatrix.viz.render_text import cell_view, header_view, render_text
+from envs.hackmatrix.swift_io.scenario import set_state
 
 
 def with_question_block(state, row, col):
@@ -167,10 +167,10 @@ import re  # noqa: E402
 
 import numpy as np  # noqa: E402
 
-from envs.hackmatrix.render import action_name, format_frame, frame_view  # noqa: E402
-from envs.hackmatrix.render_html import replay_html  # noqa: E402
-from envs.hackmatrix.render_image import COLOURS, FRAME_SIZE, render_image  # noqa: E402
-from envs.hackmatrix.render_image import _cell_box  # noqa: E402
+from envs.hackmatrix.viz.render_text import action_name, format_frame, frame_view  # noqa: E402
+from envs.hackmatrix.viz.render_html import replay_html  # noqa: E402
+from envs.hackmatrix.viz.render_image import COLOURS, FRAME_SIZE, render_image  # noqa: E402
+from envs.hackmatrix.viz.render_image import _cell_box  # noqa: E402
 
 AGENT_BOARD = (
     "  0      1      2      3      4      5\n"

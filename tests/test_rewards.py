@@ -10,12 +10,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.hackmatrix import bitboard
-from envs.hackmatrix import constants as C
-from envs.hackmatrix.rewards import (REWARD_FIELDS, SWIFT_KEYS, RewardBreakdown, RewardInputs,
-                                     bfs_distance, compute_reward, exit_distance,
-                                     player_exit_distance, siphon_quality, total_reward)
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core import bitboard
+from envs.hackmatrix.core import constants as C
+from envs.hackmatrix.core.rewards import (REWARD_FIELDS, SWIFT_KEYS, RewardBreakdown, RewardInputs,
+                                          bfs_distance, compute_reward, exit_distance,
+                                          player_exit_distance, siphon_quality, total_reward)
+from envs.hackmatrix.core.state import blank_state
 
 TOL = 1e-5
 REL = 1e-6

@@ -4,11 +4,11 @@ import jax
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import (ANTI_V, ATK_PLUS, BLOCK, CRYPTOG, D_BOM, DAEMON,
-                                       DATA_SIPHON, EMPTY, EXIT, GLITCH, HACK, POLY,
-                                       PROGRAM_NAMES, PUSH, SIPH_PLUS, VIRUS, WARP)
-from envs.hackmatrix.scenario import ScenarioError, set_state, state_to_scenario
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core.constants import (ANTI_V, ATK_PLUS, BLOCK, CRYPTOG, D_BOM, DAEMON,
+                                            DATA_SIPHON, EMPTY, EXIT, GLITCH, HACK, POLY,
+                                            PROGRAM_NAMES, PUSH, SIPH_PLUS, VIRUS, WARP)
+from envs.hackmatrix.swift_io.scenario import ScenarioError, set_state, state_to_scenario
+from envs.hackmatrix.core.state import blank_state
 
 
 def scenario(**fields):

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.sparse import sparse_update
+from envs.hackmatrix.core.sparse import sparse_update
 
 
 def _work(carry, key, scale):

@@ -10,9 +10,9 @@ import jax
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import BLOCK, DATA_SIPHON, EXIT, N_ENEMY_TYPES
-from envs.hackmatrix.spawn import line_of_fire_mask, spawn_empty_mask, spawn_transmissions
-from envs.hackmatrix.state import blank_state
+from envs.hackmatrix.core.constants import BLOCK, DATA_SIPHON, EXIT, N_ENEMY_TYPES
+from envs.hackmatrix.core.spawn import line_of_fire_mask, spawn_empty_mask, spawn_transmissions
+from envs.hackmatrix.core.state import blank_state
 
 CAPACITY = 8
 N_KEYS = 4000

@@ -136,8 +136,7 @@ def test_scripts_without_a_usable_binary_exit_2_saying_how_to_build_one(monkeypa
     $HACKMATRIX_BINARY) or a path that is not an executable file is a usage error (exit 2)."""
     import argparse
 
-    sys.path.insert(0, os.path.dirname(SCRIPT))
-    import swift_oracle
+    from envs.hackmatrix.swift_io import swift_build as swift_oracle
 
     monkeypatch.delenv("HACKMATRIX_BINARY", raising=False)
     parser = argparse.ArgumentParser(prog="swift_soak.py")

@@ -8,11 +8,12 @@ import jax
 import jax.numpy as jnp
 from gymnax.environments import environment, spaces
 
-from . import generation, observation, rewards
-from .constants import N_ACTIONS
-from .game import exit_distance, step_game, step_keys
-from .sparse import sparse_update, tree_where
-from .state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState
+from .core import generation, rewards
+from . import observation
+from .core.constants import N_ACTIONS
+from .core.game import exit_distance, step_game, step_keys
+from .core.sparse import sparse_update, tree_where
+from .core.state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState
 
 SHAPING_MODES = ("swift", "potential")
 DEFAULT_MAX_STEPS = 1000

@@ -10,11 +10,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .constants import (BLOCK, CRYPTOG, DATA_SIPHON, EXIT, GRID, N_CELLS, N_ENEMY_TYPES,
-                        N_PROGRAMS, N_STAGES)
-from .entities import cell_index
-from .mask import action_mask
-from .state import EnvState
+from .core.constants import (BLOCK, CRYPTOG, DATA_SIPHON, EXIT, GRID, N_CELLS, N_ENEMY_TYPES,
+                             N_PROGRAMS, N_STAGES)
+from .core.entities import cell_index
+from .core.mask import action_mask
+from .core.state import EnvState
 
 N_PLAYER_FEATURES = 10
 N_GRID_CHANNELS = 42

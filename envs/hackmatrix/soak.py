@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .constants import BLOCK, N_ACTIONS, REDUC, PROGRAM_ACTION_OFFSET
+from .core.constants import BLOCK, N_ACTIONS, REDUC, PROGRAM_ACTION_OFFSET
 from .env import HackMatrix
 
 

@@ -10,8 +10,8 @@ import os
 
 import pytest
 
-from envs.hackmatrix.parity_client import BINARY_ENV_VAR, InProcessEngine, ProtocolEngine
-from envs.hackmatrix.protocol import enable_compilation_cache
+from envs.hackmatrix.swift_io.parity_client import BINARY_ENV_VAR, InProcessEngine, ProtocolEngine
+from envs.hackmatrix.swift_io.protocol import enable_compilation_cache
 
 BACKENDS = ("in-process", "protocol")
 

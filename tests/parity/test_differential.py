@@ -5,7 +5,7 @@ scripts/parity_diff.py."""
 
 import pytest
 
-from envs.hackmatrix.parity_client import InProcessEngine, ProtocolEngine, lockstep, own_server_command
+from envs.hackmatrix.swift_io.parity_client import InProcessEngine, ProtocolEngine, lockstep, own_server_command
 
 SEED = 7
 

@@ -11,15 +11,13 @@ import jax
 import numpy as np
 import pytest
 
-from envs.hackmatrix.constants import DAEMON, POLY, PROGRAM_ACTION_OFFSET, UNDO, WAIT, WARP
-from envs.hackmatrix.parity_client import (InProcessEngine, Notes, OracleLockstep, SwiftStep,
-                                           _Candidate, _Draws, _mirror_functions,
-                                           _place_in_order)
-from envs.hackmatrix.scenario import set_state
+from envs.hackmatrix.core.constants import DAEMON, POLY, PROGRAM_ACTION_OFFSET, UNDO, WAIT, WARP
+from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, Notes, OracleLockstep, SwiftStep,
+                                                    _Candidate, _Draws, _mirror_functions,
+                                                    _place_in_order)
+from envs.hackmatrix.swift_io.scenario import set_state
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "scripts"))
-import swift_soak  # noqa: E402
+from scripts import swift_soak
 
 SEARCH_BATCH = 32  # small batches: one compile, enough for these runs
 

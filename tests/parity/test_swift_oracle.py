@@ -9,12 +9,9 @@ import sys
 import pytest
 
 from envs.hackmatrix import HackMatrix
-from envs.hackmatrix.parity_client import BINARY_ENV_VAR, OracleLockstep, ProtocolEngine
+from envs.hackmatrix.swift_io.parity_client import BINARY_ENV_VAR, OracleLockstep, ProtocolEngine
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "scripts"))
-import swift_generation_stats  # noqa: E402
-import swift_soak  # noqa: E402
+from scripts import swift_generation_stats, swift_soak
 
 BINARY = os.environ.get(BINARY_ENV_VAR)
 pytestmark = pytest.mark.skipif(

@@ -1,13 +1,6 @@
 """Shared setup of the trainer tests: importable repo root, tiny configs, one compile cache."""
 
-import os
-import sys
-
 import pytest
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-if REPO_ROOT not in sys.path:
-    sys.path.insert(0, REPO_ROOT)
 
 
 @pytest.fixture(scope="session")

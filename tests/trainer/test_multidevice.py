@@ -17,7 +17,6 @@ SCRIPT = textwrap.dedent("""
     import json, os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     os.environ["JAX_PLATFORMS"] = "cpu"
-    sys.path.insert(0, sys.argv[1])
     import jax, numpy as np
     from purejaxrl.config import RunOptions, TrainConfig
     from purejaxrl.train import train

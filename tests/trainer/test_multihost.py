@@ -37,7 +37,6 @@ CONFIG_FLAGS = ["--env", "toy", "--num-envs", "8", "--num-steps", "8", "--num-mi
 # Phase A drives train() directly so each process can report its own parameter shards.
 DRIVER = textwrap.dedent("""
     import dataclasses, hashlib, json, os, sys
-    sys.path.insert(0, sys.argv[1])
     sys.argv = [sys.argv[0]] + sys.argv[2:]
     import jax, numpy as np
     from purejaxrl import distributed

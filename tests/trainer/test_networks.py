@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from envs.hackmatrix import HackMatrix
-from envs.hackmatrix.constants import GRID
+from envs.hackmatrix.core.constants import GRID
 from purejaxrl.config import TrainConfig
 from purejaxrl.networks import EGOCENTRIC_SIZE, egocentric_grid, make_network, player_cell
 

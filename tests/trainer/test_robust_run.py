@@ -360,7 +360,6 @@ def test_second_ctrl_c_stops_at_once_without_saving(tmp_path, compile_cache_dir)
 # says so in a file and waits to be killed.
 KILLED_MID_SAVE = textwrap.dedent("""
     import os, sys, time
-    sys.path.insert(0, sys.argv[1])
     import cloudpickle
     from purejaxrl.train import train
     from tests.trainer.toy_run import CONFIG, options
@@ -411,7 +410,6 @@ FOUR_DEVICE_TICKS = textwrap.dedent("""
     import json, os, sys
     os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
     os.environ["JAX_PLATFORMS"] = "cpu"
-    sys.path.insert(0, sys.argv[1])
     import jax
     from purejaxrl import ppo
     from purejaxrl.config import TrainConfig

@@ -14,9 +14,10 @@ import numpy as np
 import pytest
 
 from viewer_helpers import WATCH, WATCH_EPISODES, WATCH_MAX_STEPS, run_script
-from envs.hackmatrix.constants import DIR_NAMES
-from envs.hackmatrix.render import action_name
-import watch_agent
+from envs.hackmatrix.core.constants import DIR_NAMES
+from envs.hackmatrix.viz.render_text import action_name
+from envs.hackmatrix.viz import replay
+from scripts import watch_agent
 
 
 def step_lines(stdout):
@@ -107,14 +108,14 @@ def _recorded_result(entry):
 def test_verify_replay_names_the_first_divergent_step(watch_run):
     """A replay whose state digest or reward differs from the record is refused."""
     recorded = watch_run["record"]["episodes"][0]
-    watch_agent.verify_replay(recorded, _recorded_result(recorded))
+    replay.verify_replay(recorded, _recorded_result(recorded))
     changed = dict(recorded, state_digests=["0" * 16] + recorded["state_digests"][1:])
-    with pytest.raises(watch_agent.WatchError, match="diverged at step 0"):
-        watch_agent.verify_replay(recorded, _recorded_result(changed))
+    with pytest.raises(replay.ReplayError, match="diverged at step 0"):
+        replay.verify_replay(recorded, _recorded_result(changed))
     rewards = list(recorded["rewards"])
     rewards[-1] += 1.0
-    with pytest.raises(watch_agent.WatchError, match="reward"):
-        watch_agent.verify_replay(recorded, _recorded_result(dict(recorded, rewards=rewards)))
+    with pytest.raises(replay.ReplayError, match="reward"):
+        replay.verify_replay(recorded, _recorded_result(dict(recorded, rewards=rewards)))
 
 
 def run_main(capsys, *args):

@@ -7,9 +7,6 @@ import sys
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SCRIPTS = os.path.join(REPO_ROOT, "scripts")
-for path in (REPO_ROOT, SCRIPTS):
-    if path not in sys.path:
-        sys.path.insert(0, path)
 WATCH = os.path.join(SCRIPTS, "watch_agent.py")
 PLAY = os.path.join(SCRIPTS, "play.py")
 

@@ -12,6 +12,8 @@ loops inside them (stage generation, enemy movement, spawns) are gated so that a
 which no lane needs them runs no iterations.
 """
 
+from typing import NamedTuple
+
 from flax import struct
 import jax
 import jax.numpy as jnp
@@ -21,7 +23,7 @@ from . import enemies as enemy_turn
 from . import generation, history, programs, rewards
 from .constants import (BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, EMPTY, EXIT, GRID, N_CELLS,
                         N_STAGES, RESET, WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
-from .entities import cell_index, first_in_order
+from .entities import cell_index, first_in_order, on_board
 from .sparse import sparse_update, tree_where
 from .state import EnvState
 
@@ -48,14 +50,23 @@ def exit_distance(state: EnvState) -> jax.Array:
                                  cell_index(state.exit_row, state.exit_col))
 
 
-def direction_action(state: EnvState, direction):
-    """``tryAttackOrMove`` (game-rules §5). Returns (state, success, shot, exit_reached, kills,
-    siphon_collected); a failure leaves the state unchanged."""
+class DirectionOutcome(NamedTuple):
+    """What ``direction_action`` did; on failure ``state`` is the state unchanged."""
+    state: EnvState
+    success: jax.Array  # bool: shot or moved
+    shot: jax.Array  # bool: a transmission or an enemy in line was hit (§5.1)
+    exit_reached: jax.Array  # bool: the player stepped onto the exit
+    kills: jax.Array  # i32: 1 if the shot killed a non-scheduled target, else 0
+    siphon_collected: jax.Array  # bool: the player stepped onto a floor data siphon
+
+
+def direction_action(state: EnvState, direction) -> DirectionOutcome:
+    """``tryAttackOrMove`` (game-rules §5); a failure leaves the state unchanged."""
     p, e, t, g = state.player, state.enemies, state.transmissions, state.grid
     drow, dcol = jnp.asarray(DIR_DROW)[direction], jnp.asarray(DIR_DCOL)[direction]
     steps = jnp.arange(1, _MAX_RANGE + 1)
     rows, cols = p.row + steps * drow, p.col + steps * dcol
-    inside = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
+    inside = on_board(rows, cols)
     line_cells = jnp.where(inside, cell_index(rows, cols), 0)
     t_here = t.active[:, None] & (t.row[:, None] == rows) & (t.col[:, None] == cols)  # [T, 6]
     e_here = e.active[:, None] & (e.row[:, None] == rows) & (e.col[:, None] == cols)  # [E, 6]
@@ -81,7 +92,7 @@ def direction_action(state: EnvState, direction):
     shot = hit_transmission | hit_enemy
     # §5.3: otherwise step to the adjacent cell if it is on the board and not a block.
     dest_row, dest_col = p.row + drow, p.col + dcol
-    dest_inside = (dest_row >= 0) & (dest_row < GRID) & (dest_col >= 0) & (dest_col < GRID)
+    dest_inside = on_board(dest_row, dest_col)
     dest = jnp.where(dest_inside, cell_index(dest_row, dest_col), 0)
     moves = ~shot & dest_inside & (g.content[dest] != BLOCK)
     dest_content = jnp.where(moves, g.content[dest], EMPTY)
@@ -92,7 +103,8 @@ def direction_action(state: EnvState, direction):
                        data_siphons=p.data_siphons + collected)
     new_state = state.replace(player=player, enemies=enemies, transmissions=transmissions,
                               grid=g.replace(content=content))
-    return new_state, shot | moves, shot, reaches_exit, kills.astype(jnp.int32), collected
+    return DirectionOutcome(new_state, shot | moves, shot, reaches_exit, kills.astype(jnp.int32),
+                            collected)
 
 
 def siphon_action(state: EnvState) -> EnvState:
@@ -107,8 +119,7 @@ def siphon_action(state: EnvState) -> EnvState:
     siphoned, spawn, question = g.siphoned, g.spawn, g.question
     cell_credits, cell_energy = g.credits, g.energy
     for i in range(5):  # static: the order matters for program acquisition order
-        inside = ((cross_rows[i] >= 0) & (cross_rows[i] < GRID)
-                  & (cross_cols[i] >= 0) & (cross_cols[i] < GRID))
+        inside = on_board(cross_rows[i], cross_cols[i])
         cell = jnp.where(inside, cell_index(cross_rows[i], cross_cols[i]), 0)
         here = (jnp.arange(N_CELLS) == cell) & inside & ~siphoned
         take = jnp.any(here)

@@ -4,7 +4,7 @@ import jax
 import jax.numpy as jnp
 
 from .constants import BLOCK, DIR_DCOL, DIR_DROW, GRID, N_CELLS
-from .entities import enemy_cell_mask
+from .entities import enemy_cell_mask, on_board
 from .programs import can_execute
 from .state import EnvState
 
@@ -17,11 +17,11 @@ def direction_valid(state: EnvState) -> jax.Array:
     p = state.player
     rows = p.row + jnp.asarray(DIR_DROW)
     cols = p.col + jnp.asarray(DIR_DCOL)
-    on_board = (rows >= 0) & (rows < GRID) & (cols >= 0) & (cols < GRID)
+    inside = on_board(rows, cols)
     target = (rows * GRID + cols)[:, None] == jnp.arange(N_CELLS)  # [4, 36] one-hot
     # Every list member counts, hp <= 0 and hidden cryptogs included (Swift checks the list).
     passable = (state.grid.content != BLOCK) | enemy_cell_mask(state.enemies)
-    return on_board & jnp.any(target & passable, axis=1)
+    return inside & jnp.any(target & passable, axis=1)
 
 
 def action_mask(state: EnvState) -> jax.Array:

@@ -10,10 +10,11 @@ here, so the two are compared on exactly the same JSON shape.
 import jax
 import numpy as np
 
-from .constants import BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, N_PROGRAMS, \
+from ..core.constants import BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, N_PROGRAMS, \
     N_STAGES, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
-from . import observation as numeric
-from .rewards import SWIFT_KEYS
+from .. import observation as numeric
+from ..core.entities import in_list_order
+from ..core.rewards import SWIFT_KEYS
 
 
 def host_state(state):
@@ -22,11 +23,6 @@ def host_state(state):
     if np.ndim(s.grid.content) != 1:
         raise ValueError("the JSON views take a single state, not a batch")
     return s
-
-
-def in_list_order(active, seq) -> list:
-    slots = np.flatnonzero(np.asarray(active))
-    return [int(i) for i in slots[np.argsort(np.asarray(seq)[slots], kind="stable")]]
 
 
 def owned_program_actions(program_rank) -> list:

@@ -16,10 +16,11 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .constants import (BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EMPTY, EXIT, GRID, N_PROGRAMS,
-                        PROGRAM_ACTION_OFFSET, PROGRAM_NAMES)
-from .raw_observation import in_list_order, owned_program_actions
-from .state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, blank_state
+from ..core.constants import (BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EMPTY, EXIT, GRID, N_PROGRAMS,
+                              PROGRAM_ACTION_OFFSET, PROGRAM_NAMES)
+from ..core.entities import in_list_order
+from .raw_observation import owned_program_actions
+from ..core.state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, blank_state
 
 # The exit setState always creates (§10.5 "Fixed side effects").
 SCENARIO_EXIT = (GRID - 1, GRID - 1)

@@ -5,6 +5,7 @@ Every function is pure and shape-static: masks select slots, ``seq`` gives Swift
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from .constants import CRYPTOG, ENEMY_MAX_HP, GRID
 from .state import Enemies, EnvState, Transmissions
@@ -14,6 +15,17 @@ _BIG = jnp.iinfo(jnp.int32).max
 
 def cell_index(row, col):
     return row * GRID + col
+
+
+def on_board(row, col):
+    """Whether (row, col) lies on the 6x6 board (elementwise)."""
+    return (row >= 0) & (row < GRID) & (col >= 0) & (col < GRID)
+
+
+def in_list_order(active, seq) -> list:
+    """Host side: the active slots (of a host array) in Swift's list order."""
+    slots = np.flatnonzero(np.asarray(active))
+    return [int(i) for i in slots[np.argsort(np.asarray(seq)[slots], kind="stable")]]
 
 
 def first_in_order(mask: jax.Array, seq: jax.Array):

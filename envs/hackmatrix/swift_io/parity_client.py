@@ -27,21 +27,26 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .constants import (ACTION_SIPHON, BLOCK, CORNER_CELLS, DATA_SIPHON, EMPTY, ENEMY_MAX_HP,
-                        ENEMY_NAMES, EXIT, GRID, IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, POLY,
-                        PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, REDUC, SIPHON_SCHEDULE_DELAY,
-                        UNDO, VIRUS, WARP)
-from . import bitboard, game, generation, observation, rewards, spawn
-from .env import HackMatrix
+from ..core.constants import (ACTION_SIPHON, BLOCK, CORNER_CELLS, DATA_SIPHON, EMPTY, ENEMY_MAX_HP,
+                              ENEMY_NAMES, EXIT, GRID, IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, POLY,
+                              PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, REDUC, SIPHON_SCHEDULE_DELAY,
+                              UNDO, VIRUS, WARP)
+from ..core import bitboard, game, generation, rewards, spawn
+from .. import observation
+from ..env import HackMatrix
 from .protocol import CommandError, HeadlessGame, compiled
 from .raw_observation import (host_state, internal_state, numeric_observation, raw_observation,
                               step_info)
-from .render import render_text
+from ..viz.render_text import render_text
 from .scenario import ScenarioError, set_state
-from .state import blank_state
+from ..core.state import blank_state
 
-BINARY_ENV_VAR = "HACKMATRIX_BINARY"
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from .swift_build import BINARY_ENV_VAR
+
+# The protocol server runs as ``python -m envs.hackmatrix.swift_io.protocol`` from the root that
+# holds the ``envs`` package (this file is envs/hackmatrix/swift_io/parity_client.py).
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))
 
 
 class EngineError(RuntimeError):
@@ -127,7 +132,7 @@ class InProcessEngine(Engine):
 
 def own_server_command(seed: int = 0) -> list:
     """The command line of this project's server."""
-    return [sys.executable, "-m", "envs.hackmatrix.protocol", "--seed", str(seed)]
+    return [sys.executable, "-m", "envs.hackmatrix.swift_io.protocol", "--seed", str(seed)]
 
 
 class ProtocolEngine(Engine):

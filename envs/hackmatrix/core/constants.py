@@ -8,11 +8,13 @@ import numpy as np
 
 GRID = 6
 N_CELLS = GRID * GRID
-N_ACTIONS = 28
 N_PROGRAMS = 23
 N_STAGES = 8
-ACTION_SIPHON = 4
-PROGRAM_ACTION_OFFSET = 5
+# Actions: 0..3 the directions (U, D, L, R), 4 siphon, 5.. the programs in PROGRAM_NAMES order.
+N_DIRECTIONS = 4
+ACTION_SIPHON = N_DIRECTIONS
+PROGRAM_ACTION_OFFSET = ACTION_SIPHON + 1
+N_ACTIONS = PROGRAM_ACTION_OFFSET + N_PROGRAMS
 
 # Direction order U, D, L, R (game-rules §0).
 DIR_DROW = np.array([1, -1, 0, 0], np.int32)

@@ -17,7 +17,7 @@ import functools
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from .constants import DIR_DCOL, DIR_DROW, GRID
+from ..core.constants import DIR_DCOL, DIR_DROW, GRID
 
 CELL = 64
 BOARD_ORIGIN = (16, 56)

@@ -1,16 +1,17 @@
-"""The scripted HackMatrix baseline of scripts/evaluate.py (issue P7): shoot what is in line
-(game-rules §5), else step along the BFS shortest path to the exit (§8.5: blocks impassable).
+"""The scripted HackMatrix baseline (envs/hackmatrix/baselines.py, run by scripts/evaluate.py;
+issue P7): shoot what is in line (game-rules §5), else step along the BFS shortest path to the
+exit (§8.5: blocks impassable).
 Boards are built by hand; directions are U, D, L, R = actions 0..3 with up = row + 1."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.constants import BLOCK, EXIT, VIRUS
-from envs.hackmatrix.entities import append_enemy
-from envs.hackmatrix.mask import action_mask
-from envs.hackmatrix.state import blank_state
-from purejaxrl.evaluation import hackmatrix_heuristic_policy
+from envs.hackmatrix.core.constants import BLOCK, EXIT, VIRUS
+from envs.hackmatrix.core.entities import append_enemy
+from envs.hackmatrix.core.mask import action_mask
+from envs.hackmatrix.core.state import blank_state
+from envs.hackmatrix.baselines import heuristic_policy
 
 
 class _MaskOnly:
@@ -50,6 +51,6 @@ def test_heuristic_choices_on_hand_built_boards():
     ]
     batch = jax.tree.map(lambda *xs: jnp.stack(xs), *states)
     masks = jax.vmap(action_mask)(batch)
-    act = jax.jit(jax.vmap(lambda s, m: hackmatrix_heuristic_policy(None, _MaskOnly(m), s)))
+    act = jax.jit(jax.vmap(lambda s, m: heuristic_policy(None, _MaskOnly(m), s)))
     actions = np.asarray(act(batch, masks))
     np.testing.assert_array_equal(actions, [3, 0, 0, 3, 1])

@@ -16,7 +16,7 @@ can check what is displayed.
 import html
 import json
 
-from .constants import DIR_DCOL, DIR_DROW, GRID
+from ..core.constants import DIR_DCOL, DIR_DROW, GRID
 
 _STYLE = """
 body { background:#12141c; color:#e1e4ec; font:14px/1.35 system-ui, sans-serif; margin:16px; }

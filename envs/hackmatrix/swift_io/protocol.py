@@ -7,7 +7,7 @@ the JAX environment.
   engine uses it directly.
 * ``Server``: the command layer: one request line in, one reply object out, with Swift's error
   replies, and an ``{"error": ...}`` line wherever Swift aborts the process (R8).
-* ``main``: the stdin/stdout loop (``python -m envs.hackmatrix.protocol`` or
+* ``main``: the stdin/stdout loop (``python -m envs.hackmatrix.swift_io.protocol`` or
   ``scripts/headless_cli.py``). stdout carries only replies; everything else goes to stderr.
 
 Randomness (decisions R2): ``--seed`` fixes the key stream. Reset number k of the session uses
@@ -26,8 +26,8 @@ import sys
 import jax
 import jax.numpy as jnp
 
-from .env import HackMatrix
-from .mask import action_mask
+from ..env import HackMatrix
+from ..core.mask import action_mask
 from .raw_observation import (NO_GAME_INTERNAL_STATE, host_state, internal_state,
                               json_float, raw_observation, step_info)
 from .scenario import ScenarioError, set_state

@@ -36,11 +36,11 @@ draw from that dict, so they agree on what is shown and what is hidden.
 import jax
 import numpy as np
 
-from .constants import (ACTION_SIPHON, BLOCK, CRYPTOG, DATA_SIPHON, DIR_NAMES, ENEMY_NAMES, EXIT,
-                        GRID, N_ACTIONS, PROGRAM_ACTION_OFFSET, PROGRAM_COST_CREDITS,
-                        PROGRAM_COST_ENERGY, PROGRAM_NAMES)
-from .raw_observation import in_list_order
-from .rewards import REWARD_FIELDS
+from ..core.constants import (ACTION_SIPHON, BLOCK, CRYPTOG, DATA_SIPHON, DIR_NAMES, ENEMY_NAMES, EXIT,
+                              GRID, N_ACTIONS, PROGRAM_ACTION_OFFSET, PROGRAM_COST_CREDITS,
+                              PROGRAM_COST_ENERGY, PROGRAM_NAMES)
+from ..core.entities import in_list_order
+from ..core.rewards import REWARD_FIELDS
 
 _MIN_CELL_WIDTH = 3
 

@@ -16,7 +16,7 @@ from .constants import (ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BO
                         POLY, PROGRAM_COST_CREDITS, PROGRAM_COST_ENERGY, PULL, PUSH, REDUC, RESET,
                         ROW, SCORE, SHOW, SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
 from .entities import (cell_index, list_rank, damage_enemies, enemies_on, first_in_order, remove_dead_enemies,
-                       remove_enemies, remove_transmissions, transmissions_on)
+                       on_board, remove_enemies, remove_transmissions, transmissions_on)
 from .history import undo
 from .rng import uniform_below
 from .state import Enemies, EnvState, Player, Transmissions
@@ -31,7 +31,7 @@ def program_applicable(state: EnvState) -> jax.Array:
     is_block = g.content == BLOCK
     enemy_cells = cell_index(e.row, e.col)
     enemy_on_block = jnp.any(e.active & is_block[jnp.clip(enemy_cells, 0, 35)]
-                             & (e.row >= 0) & (e.row < 6) & (e.col >= 0) & (e.col < 6))
+                             & on_board(e.row, e.col))
     # CRASH: an in-bounds 8-neighbour holds a block, an enemy or a transmission.
     drow = jnp.arange(36) // 6 - p.row
     dcol = jnp.arange(36) % 6 - p.col
@@ -117,10 +117,10 @@ def _push_pull_positions(enemies: Enemies, player: Player, pull):
     sc = toward * jnp.sign(enemies.col - player.col)
 
     def candidate(row, col, listed):
-        on_board = (row >= 0) & (row < GRID) & (col >= 0) & (col < GRID)
+        inside = on_board(row, col)
         on_player = (row == player.row) & (col == player.col)
         distance = jnp.abs(row - player.row) + jnp.abs(col - player.col)
-        valid = listed & on_board & ~(pull & on_player)
+        valid = listed & inside & ~(pull & on_player)
         return row, col, jnp.where(valid, jnp.where(pull, -distance, distance), -_BIG)
 
     target_row, target_col, best = candidate(enemies.row + sr, enemies.col + sc, True)

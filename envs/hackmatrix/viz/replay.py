@@ -1,0 +1,210 @@
+"""The replay simulator and the episode record format, shared by scripts/watch_agent.py (agents)
+and scripts/play.py (humans).
+
+Episode e of a run with seed s resets from fold_in(PRNGKey(s), e) and steps with per-step keys
+derived from it, so (seed, episode, actions) determine an episode: a record holds them (with
+each step's reward and a digest of each state), and a replay re-simulates the actions and fails
+unless every state and reward is reproduced. The env step is jitted once per env and shared by
+every caller, so the persistent compile cache serves watch_agent, its replays and play.py."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from .. import ENV_VERSION
+from ..core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
+from ..core.mask import action_mask
+from ..observation import build_observation
+from .render_text import action_name, frame_view
+
+RECORD_FORMAT = "hackmatrix-episode-record"
+RECORD_VERSION = 1
+# Rewards of a replay are recomputed by a differently compiled program (no policy network in
+# it), whose float fusion may differ in the last bits; states are compared exactly.
+REWARD_TOLERANCE = 1e-5
+
+
+class ReplayError(Exception):
+    """A record that cannot be read, or a replay that does not reproduce it; the message says
+    where."""
+
+
+def state_digest(state) -> str:
+    """A short hash of every array of a (host) state: equal digests = equal states."""
+    digest = hashlib.sha256()
+    for leaf in jax.tree.leaves(jax.device_get(state)):
+        array = np.ascontiguousarray(leaf)
+        digest.update(str((array.dtype, array.shape)).encode())
+        digest.update(array.tobytes())
+    return digest.hexdigest()[:16]
+
+
+@functools.lru_cache(maxsize=None)
+def jitted_env_step(env):
+    """``step(key, state, action, env_params)`` of ``env`` without auto-reset, jitted; also
+    reports truncation and the action masks before and after. ``env_params`` is an argument
+    (not baked in), so this program is the same for watch_agent, its replays and play.py
+    whatever their episode limits, and the persistent compile cache serves all of them."""
+    def env_step(key, state, action, env_params):
+        _, next_state, reward, terminated, info = env.step_env(key, state, action, env_params)
+        truncated = ~terminated & env.is_truncated(next_state, env_params)
+        return dict(action=action, state=next_state, reward=reward, terminated=terminated,
+                    truncated=truncated, breakdown=info["reward_breakdown"], shot=info["shot"],
+                    won=info["won"], died=info["died"], invalid=info["invalid_action"],
+                    stage=info["stage"], stage_complete=info["stage_complete"],
+                    mask=action_mask(state), next_mask=action_mask(next_state))
+    return jax.jit(env_step)
+
+
+@functools.lru_cache(maxsize=None)
+def jitted_reset(env):
+    """``reset(key, env_params) -> state`` of ``env``, jitted; shared like ``jitted_env_step``."""
+    return jax.jit(lambda key, env_params: env.reset(key, env_params)[1])
+
+
+class Simulator:
+    """Reset, and one step: (with a policy) its probabilities, value and action, or a forced
+    action, then the environment step without auto-reset. The policy and the env step are
+    separate jitted programs, so replays and play.py reuse the env step's compilation.
+
+    ``policy(params, key, obs, greedy) -> {"action", "value", "probs"}`` decides from the
+    observation of the current state (``network_decision`` of scripts/watch_agent.py)."""
+
+    def __init__(self, env, env_params, policy=None, params=None, greedy=True):
+        self.env, self.env_params = env, env_params
+        self.params, self.greedy = params, greedy
+        self._reset = jitted_reset(env)
+        self._policy = None if policy is None else jax.jit(
+            lambda params, key, state, greedy: policy(params, key, build_observation(state),
+                                                      greedy))
+        self._env_step = jitted_env_step(env)
+
+    def reset(self, key):
+        return self._reset(key, self.env_params)
+
+    def step(self, key, state, forced_action=None):
+        act_key, env_key = jax.random.split(key)
+        decision = {}
+        if self._policy is not None:
+            decision = jax.device_get(self._policy(self.params, act_key, state,
+                                                   jnp.bool_(self.greedy)))
+        action = forced_action if forced_action is not None else decision["action"]
+        out = self._env_step(env_key, state, jnp.int32(action), self.env_params)
+        return {**jax.device_get(out), "probs": decision.get("probs"),
+                "value": decision.get("value")}
+
+
+def episode_keys(seed: int, episode: int):
+    return jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), episode))
+
+
+def outcome_of(out) -> str:
+    if bool(out["invalid"]):
+        return "invalid action"
+    if bool(out["won"]):
+        return "won"
+    if bool(out["died"]):
+        return "died"
+    return "truncated"
+
+
+def run_episode(simulator: Simulator, *, seed: int, episode: int, max_steps: int,
+                forced_actions=None, reveal=False, top_k=5, on_frame=None) -> dict:
+    """Play (or, with ``forced_actions``, re-simulate) one episode. Returns its record (actions,
+    rewards, state digests), its frames (one per step plus the final position) and summary."""
+    reset_key, run_key = episode_keys(seed, episode)
+    state = simulator.reset(reset_key)
+    record = {"episode": episode, "actions": [], "rewards": [], "state_digests": []}
+    frames, total, outcome, stage = [], 0.0, None, 1
+    siphons, programs = 0, {}
+    limit = len(forced_actions) if forced_actions is not None else max_steps
+    for t in range(limit):
+        forced = None if forced_actions is None else forced_actions[t]
+        out = simulator.step(jax.random.fold_in(run_key, t), state, forced)
+        action = int(out["action"])
+        frame = frame_view(state, reveal=reveal, step=t, action=action, shot=bool(out["shot"]),
+                           probs=out.get("probs"), value=out.get("value"),
+                           reward=out["reward"], breakdown=out["breakdown"],
+                           action_mask=out["mask"], top_k=top_k)
+        frame["episode"] = episode
+        frames.append(frame)
+        if on_frame is not None:
+            on_frame(frame)
+        state = out["state"]
+        record["actions"].append(action)
+        record["rewards"].append(float(out["reward"]))
+        record["state_digests"].append(state_digest(state))
+        total += float(out["reward"])
+        stage = int(out["stage"])
+        siphons += action == ACTION_SIPHON
+        if action >= PROGRAM_ACTION_OFFSET:
+            name = action_name(action)
+            programs[name] = programs.get(name, 0) + 1
+        if bool(out["terminated"]) or bool(out["truncated"]):
+            outcome = outcome_of(out)
+            break
+    else:
+        outcome = "max steps"  # a replay runs out of actions where the recording hit the cap
+    final = frame_view(state, reveal=reveal, step=len(record["actions"]), outcome=outcome)
+    final["episode"] = episode
+    frames.append(final)
+    if on_frame is not None:
+        on_frame(final)
+    record["outcome"] = outcome
+    summary = {"episode": episode, "return": round(total, 4), "length": len(record["actions"]),
+               "stage": stage, "outcome": outcome, "siphons": siphons,
+               "programs": ", ".join(f"{name} x{count}" for name, count in programs.items()) or "-"}
+    return {"record": record, "frames": frames, "summary": summary}
+
+
+def verify_replay(recorded: dict, replayed: dict) -> None:
+    """Raise ReplayError at the first step whose state or reward differs from the record."""
+    episode = recorded["episode"]
+    got = replayed["record"]
+    if len(got["actions"]) != len(recorded["actions"]):
+        raise ReplayError(f"replay of episode {episode} ended after {len(got['actions'])} steps, "
+                         f"the record has {len(recorded['actions'])}")
+    for t, (want_digest, got_digest) in enumerate(zip(recorded["state_digests"],
+                                                      got["state_digests"])):
+        if want_digest != got_digest:
+            raise ReplayError(f"replay of episode {episode} diverged at step {t}: the state after "
+                             f"action {recorded['actions'][t]} differs from the record")
+        want_reward, got_reward = recorded["rewards"][t], got["rewards"][t]
+        if abs(want_reward - got_reward) > REWARD_TOLERANCE * max(1.0, abs(want_reward)):
+            raise ReplayError(f"replay of episode {episode} diverged at step {t}: reward "
+                             f"{got_reward!r} != recorded {want_reward!r}")
+    if got["outcome"] != recorded.get("outcome", got["outcome"]):
+        raise ReplayError(f"replay of episode {episode} ended as {got['outcome']!r}, the record "
+                         f"says {recorded['outcome']!r}")
+
+
+def write_record(path: str, *, env_options: dict, seed: int, policy, episodes: list) -> None:
+    """Write the records of ``run_episode`` results (``episodes``) as one replayable file."""
+    with open(path, "w", encoding="utf-8") as handle:
+        json.dump({"format": RECORD_FORMAT, "format_version": RECORD_VERSION,
+                   "env_version": ENV_VERSION, "env_options": env_options, "seed": seed,
+                   "policy": policy, "episodes": episodes}, handle, indent=1)
+
+
+def load_record(path: str) -> dict:
+    try:
+        with open(path, encoding="utf-8") as handle:
+            record = json.load(handle)
+    except (OSError, json.JSONDecodeError) as error:
+        raise ReplayError(f"cannot read record {path}: {error}") from None
+    if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
+        raise ReplayError(f"{path} is not a watch_agent episode record")
+    if record.get("format_version") != RECORD_VERSION:
+        raise ReplayError(f"{path} has record version {record.get('format_version')}, "
+                         f"expected {RECORD_VERSION}")
+    saved, current = record.get("env_version"), ENV_VERSION
+    if saved is not None and current is not None and saved != current:
+        raise ReplayError(f"{path} was recorded on environment version {saved!r}, this code is "
+                         f"version {current!r}: it cannot be replayed exactly")
+    return record
