@@ -15,6 +15,8 @@ from typing import Optional
 
 from flax import struct
 
+from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
+
 ENV_CHOICES = ("hackmatrix", "toy")
 REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
@@ -30,7 +32,6 @@ REFERENCE_MINIBATCH_SIZE = REFERENCE_BATCH // REFERENCE_MINIBATCHES
 REFERENCE_EPOCHS = 4
 MIN_EPOCHS = 2
 
-DEFAULT_COMPILE_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "hackmatrix-jax")
 
 
 class ConfigError(ValueError):

@@ -31,40 +31,32 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
+from envs.hackmatrix import HackMatrix
+from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
 from envs.hackmatrix.observation import Observation
 from purejaxrl.config import ConfigError, TrainConfig
+from purejaxrl.env_protocol import EnvParams, TrainableEnv
+from purejaxrl.toy_env import ToyCorridor
 from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_entropy,
                                 sample_masked)
 
 DEVICE_AXIS = "devices"
 NUM_STAGE_BINS = 10  # stages 0..9; HackMatrix reaches at most 8
 ACTION_KINDS = ("move", "shot", "siphon", "program")
-SIPHON_ACTION = 4
 
 
 # ---------------------------------------------------------------------------- 1. environment
 
-def make_env(config: TrainConfig):
-    """(env, env_params) for ``config.env``; both expose HackMatrix's step/reset contract."""
-    if config.env == "toy":
-        from purejaxrl.toy_env import ToyCorridor
-        env = ToyCorridor(reward_shaping=config.reward_shaping,
-                          close_undo_exploit=config.close_undo_exploit)
-    else:
-        try:
-            from envs.hackmatrix import HackMatrix
-        except ImportError:  # the package may not re-export the class
-            from envs.hackmatrix.env import HackMatrix
-        env = HackMatrix(reward_shaping=config.reward_shaping,
-                         close_undo_exploit=config.close_undo_exploit)
+def make_env(config: TrainConfig) -> tuple[TrainableEnv, EnvParams]:
+    """(env, env_params) for ``config.env``; both meet ``env_protocol.TrainableEnv``."""
+    environment = ToyCorridor if config.env == "toy" else HackMatrix
+    env = environment(reward_shaping=config.reward_shaping,
+                      close_undo_exploit=config.close_undo_exploit)
     params = env.default_params
     if config.max_episode_steps is not None:
         params = params.replace(max_steps_in_episode=config.max_episode_steps)
     # Potential-based shaping must use the discount the agent optimises (decisions R7).
-    for gamma_field in ("gamma", "shaping_gamma"):
-        if hasattr(params, gamma_field):
-            params = params.replace(**{gamma_field: config.gamma})
-    return env, params
+    return env, params.replace(shaping_gamma=config.gamma)
 
 
 # Components of Swift's reward whose episode total is fixed by how the episode ends: damage and
@@ -92,8 +84,9 @@ def training_reward(config: TrainConfig, env_reward: jax.Array, breakdown: dict)
     return total
 
 
-def env_signature(env, env_params):
-    """(num_actions, reward component names) read off abstract evaluation (no compile)."""
+def env_signature(env: TrainableEnv, env_params: EnvParams):
+    """(num_actions, reward component names) read off abstract evaluation (no compile). The
+    names come in pytree (sorted) order, the order of the breakdown in metrics and checkpoints."""
     obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
     step = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.int32(0), env_params)
     return obs.action_mask.shape[-1], tuple(step[5]["reward_breakdown"].keys())
@@ -326,8 +319,8 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         ep_breakdown = ep.breakdown + breakdown
         discounted = ep.discounted_returns * config.gamma + optimised
         done_f = done.astype(jnp.float32)
-        is_direction = action < SIPHON_ACTION
-        shot = info.get("shot", jnp.zeros_like(done)) & is_direction
+        is_direction = action < ACTION_SIPHON
+        shot = info["shot"] & is_direction
         stats = {
             "episodes": done_f,
             "return_sum": ep_return * done_f,
@@ -342,10 +335,9 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
             "masked_actions_sampled": (~jnp.take_along_axis(
                 obs.action_mask, action[:, None], axis=-1)[:, 0]).astype(jnp.float32),
             "undo_exploit_completions": info["undo_exploit_completion"].astype(jnp.float32),
-            "overflow_episodes": ((info.get("overflow", jnp.zeros_like(reward)) > 0)
-                                  & done).astype(jnp.float32),
-            "action_counts": jnp.stack([is_direction & ~shot, shot, action == SIPHON_ACTION,
-                                        action > SIPHON_ACTION], -1).astype(jnp.float32),
+            "overflow_episodes": ((info["overflow"] > 0) & done).astype(jnp.float32),
+            "action_counts": jnp.stack([is_direction & ~shot, shot, action == ACTION_SIPHON,
+                                        action >= PROGRAM_ACTION_OFFSET], -1).astype(jnp.float32),
         }
         keep = lambda x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), 0, x)
         episode = EpisodeAccumulators(returns=keep(ep_return), lengths=keep(ep_length),

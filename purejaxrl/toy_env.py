@@ -27,8 +27,11 @@ from flax import struct
 import jax
 import jax.numpy as jnp
 
-from envs.hackmatrix.core.constants import N_ACTIONS
-from envs.hackmatrix.observation import Observation
+from envs.hackmatrix import REWARD_COMPONENTS as HACKMATRIX_REWARD_COMPONENTS
+from gymnax.environments import spaces
+
+from envs.hackmatrix.core.constants import ACTION_SIPHON, GRID, N_ACTIONS, N_PROGRAMS
+from envs.hackmatrix.observation import N_PLAYER_FEATURES, Observation
 
 NUM_ACTIONS = N_ACTIONS
 RIGHT = 3
@@ -37,16 +40,13 @@ EXIT_CELL = CORRIDOR_LENGTH - 1
 GRID_CHANNELS = 2  # agent, exit
 STEP_PENALTY = -0.01
 
-REWARD_COMPONENTS = (
-    "step_penalty", "stage_completion", "score_gain", "kills", "data_siphon", "distance_shaping",
-    "victory", "death_penalty", "resource_gain", "resource_holding", "damage_penalty",
-    "hp_recovery", "siphon_quality", "program_waste", "siphon_death_penalty")
+REWARD_COMPONENTS = HACKMATRIX_REWARD_COMPONENTS  # the same info["reward_breakdown"] keys
 
 
 @struct.dataclass
 class ToyEnvParams:
     max_steps_in_episode: int = 16
-    gamma: float = 0.99
+    shaping_gamma: float = 0.99  # part of the trainer's contract; the corridor does not shape
 
 
 @struct.dataclass
@@ -63,7 +63,7 @@ def action_mask(state: ToyState) -> jax.Array:
             | ((actions == 2) & (state.cell > 0))
             | ((actions == 1) & (state.cell % 2 == 1))
             | ((actions == 0) & (state.cell == 3))
-            | ((actions == 4) & (state.cell == 2) & ~state.siphoned)
+            | ((actions == ACTION_SIPHON) & (state.cell == 2) & ~state.siphoned)
             | (actions == 5))
 
 
@@ -76,6 +76,7 @@ class ToyCorridor:
     """gymnax-style API with HackMatrix's 6-tuple ``step`` (auto-resetting)."""
 
     num_actions = NUM_ACTIONS
+    reward_components = REWARD_COMPONENTS
 
     def __init__(self, reward_shaping: str = "swift", close_undo_exploit: bool = False):
         # Accepted so the trainer's factory passes the same options to both environments.
@@ -86,15 +87,23 @@ class ToyCorridor:
     def default_params(self) -> ToyEnvParams:
         return ToyEnvParams()
 
+    def observation_space(self, params: ToyEnvParams | None = None) -> spaces.Dict:
+        return spaces.Dict({
+            "player": spaces.Box(0.0, 1.0, (N_PLAYER_FEATURES,), jnp.float32),
+            "programs": spaces.Box(0, 1, (N_PROGRAMS,), jnp.int32),
+            "grid": spaces.Box(0.0, 1.0, (GRID, GRID, GRID_CHANNELS), jnp.float32),
+            "action_mask": spaces.Box(0, 1, (NUM_ACTIONS,), jnp.bool_),
+        })
+
     def observation(self, state: ToyState) -> Observation:
-        cells = jnp.arange(36).reshape(6, 6)
+        cells = jnp.arange(GRID * GRID).reshape(GRID, GRID)
         grid = jnp.stack([cells == state.cell, cells == EXIT_CELL], axis=-1).astype(jnp.float32)
         # player[0] = cell / 4, player[1] = siphoned, player[2] = best cell / 4: everything the
         # reward depends on, so a test can compute the reward from (observation, action).
-        player = (jnp.zeros(10, jnp.float32).at[0].set(state.cell / EXIT_CELL)
+        player = (jnp.zeros(N_PLAYER_FEATURES, jnp.float32).at[0].set(state.cell / EXIT_CELL)
                   .at[1].set(state.siphoned.astype(jnp.float32))
                   .at[2].set(state.best_cell / EXIT_CELL))
-        return Observation(player=player, programs=jnp.zeros(23, jnp.int32), grid=grid,
+        return Observation(player=player, programs=jnp.zeros(N_PROGRAMS, jnp.int32), grid=grid,
                            action_mask=action_mask(state))
 
     def reset(self, key: jax.Array, params: ToyEnvParams):
@@ -119,12 +128,12 @@ class ToyCorridor:
         breakdown["victory"] = 1.0 * won
         breakdown["death_penalty"] = -1.0 * died
         breakdown["kills"] = 0.05 * state.cell * (~invalid & (action == 1))
-        breakdown["data_siphon"] = 0.3 * (~invalid & (action == 4))
+        breakdown["data_siphon"] = 0.3 * (~invalid & (action == ACTION_SIPHON))
         breakdown["program_waste"] = -0.02 * (~invalid & (action == 5))
         breakdown = {k: jnp.asarray(v, jnp.float32) for k, v in breakdown.items()}
         reward = sum(breakdown[name] for name in REWARD_COMPONENTS)
         next_state = ToyState(cell=cell, best_cell=jnp.maximum(state.best_cell, cell),
-                              siphoned=state.siphoned | (~invalid & (action == 4)),
+                              siphoned=state.siphoned | (~invalid & (action == ACTION_SIPHON)),
                               time=state.time + 1)
         terminated = won | died | invalid
         truncated = ~terminated & (next_state.time >= params.max_steps_in_episode)
@@ -137,6 +146,7 @@ class ToyCorridor:
             "stage": next_state.best_cell + 1,
             "undo_exploit_completion": jnp.bool_(False),
             "shot": ~invalid & (action == 1),
+            "overflow": jnp.int32(0),  # no slot capacities to overflow
         }
         return self.observation(next_state), next_state, reward, terminated, truncated, info
 

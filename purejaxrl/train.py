@@ -14,6 +14,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
+from envs.compile_cache import enable_compile_cache
 from purejaxrl import distributed, ppo
 from purejaxrl.checkpoint import CheckpointError, save_checkpoint
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
@@ -37,21 +38,6 @@ class TrainResult:
     interrupted: bool
     stop_signal: Optional[int]  # the signal that stopped the run (interrupted), else None
     chunk: ppo.UpdateChunk
-
-
-MIN_COMPILE_TIME_VARIABLE = "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"
-
-
-def enable_compile_cache(cache_dir: Optional[str]) -> None:
-    """Persistent XLA compilation cache: a second run of the same config skips compilation.
-    Programs that compile in under a second are not kept, unless the user's own
-    ``JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS`` says otherwise."""
-    if not cache_dir:
-        return
-    os.makedirs(cache_dir, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", cache_dir)
-    min_seconds = float(os.environ.get(MIN_COMPILE_TIME_VARIABLE, 1.0))
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", min_seconds)
 
 
 def default_run_name(config: TrainConfig) -> str:

@@ -22,7 +22,8 @@ import tempfile
 import time
 import traceback
 
-DEFAULT_COMPILE_CACHE_DIR = os.path.join(os.path.expanduser("~"), ".cache", "hackmatrix-jax")
+from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
+
 
 
 class CheckFailed(Exception):

@@ -28,7 +28,7 @@ import numpy as np  # noqa: E402
 from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, OracleDivergence,  # noqa: E402
                                                     OracleLockstep, ProtocolEngine, lockstep,
                                                     own_server_command)
-from envs.hackmatrix.swift_io.protocol import enable_compilation_cache  # noqa: E402
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary  # noqa: E402
 
 
@@ -62,7 +62,7 @@ def main(argv=None) -> int:
     add_binary_option(parser, from_environment=False)  # without it: our own server
     args = parser.parse_args(argv)
     check_binary(parser, args.binary, required=False)
-    enable_compilation_cache()
+    enable_server_compile_cache()
     started = time.time()
     if args.binary:
         report, compared = against_swift(args.binary, trajectories=args.trajectories,

@@ -207,11 +207,10 @@ def play(args) -> int:
     import jax
     from envs.hackmatrix.viz.render_text import LEGEND, action_name, format_frame, frame_view
 
+    from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+
     cache = None if args.no_compile_cache else args.compile_cache_dir
-    if cache:
-        os.makedirs(cache, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", cache)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
+    enable_compile_cache(cache, INTERACTIVE_MIN_COMPILE_SECS)
     game = Game(args)
     # Compile the step now (on a throwaway copy) so the first key press answers at once.
     jax.block_until_ready(game._step(game.key, game.state, jax.numpy.int32(0), game.env_params))

@@ -45,6 +45,7 @@ def main(argv=None) -> int:
     from purejaxrl import ppo
     from purejaxrl.config import TrainConfig
     from envs.hackmatrix.baselines import heuristic_policy
+    from envs.hackmatrix.core.constants import N_DIRECTIONS
     from purejaxrl.networks import greedy_masked, masked_log_probs
 
     env, env_params = ppo.make_env(TrainConfig())
@@ -108,7 +109,7 @@ def main(argv=None) -> int:
         def accuracy(params, obs, actions):
             logits, _ = network.apply(params, obs)
             chosen = greedy_masked(logits, obs.action_mask)
-            moves = actions < 4
+            moves = actions < N_DIRECTIONS
             return (jnp.mean(chosen == actions),
                     jnp.sum((chosen == actions) & moves) / jnp.maximum(jnp.sum(moves), 1))
 

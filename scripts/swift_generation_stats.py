@@ -50,7 +50,7 @@ from envs.hackmatrix import HackMatrix  # noqa: E402
 from envs.hackmatrix.core.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,  # noqa: E402
                                             N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
 from envs.hackmatrix.swift_io.parity_client import ProtocolEngine  # noqa: E402
-from envs.hackmatrix.swift_io.protocol import enable_compilation_cache  # noqa: E402
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
 from envs.hackmatrix.swift_io.raw_observation import raw_observation  # noqa: E402
 from envs.hackmatrix.swift_io.scenario import set_state  # noqa: E402
@@ -368,7 +368,7 @@ def main(argv=None) -> int:
     if any(s not in valid for s in args.stages):
         parser.error(f"--stages takes {' '.join(valid)}")
     stages = [s if s == SPAWNS else int(s) for s in args.stages]
-    enable_compilation_cache()
+    enable_server_compile_cache()
     env = HackMatrix()
     report = {"binary": binary_label(args.binary), "boards_per_stage": args.boards,
               "permutations": args.permutations, "level": LEVEL, "stages": {}}

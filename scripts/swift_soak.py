@@ -46,7 +46,7 @@ from envs.hackmatrix.core.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, G
                                             PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
 from envs.hackmatrix.swift_io.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
                                                     ProtocolEngine)
-from envs.hackmatrix.swift_io.protocol import enable_compilation_cache  # noqa: E402
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
 from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
 from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square  # noqa: E402
@@ -249,7 +249,7 @@ def main(argv=None) -> int:
                         help="write each divergence's mirror state and Swift reply here (pickle)")
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
-    enable_compilation_cache()
+    enable_server_compile_cache()
     if args.dump_dir:
         os.makedirs(args.dump_dir, exist_ok=True)
     with ProtocolEngine([args.binary, "--headless-cli"]) as swift:

@@ -27,7 +27,7 @@ import numpy as np  # noqa: E402
 
 from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, ProtocolEngine,  # noqa: E402
                                                     own_server_command)
-from envs.hackmatrix.swift_io.protocol import enable_compilation_cache  # noqa: E402
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
 
 
@@ -74,7 +74,7 @@ def main(argv=None) -> int:
     parser.add_argument("--label", default="")
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
-    enable_compilation_cache()
+    enable_server_compile_cache()
     load_before = os.getloadavg()
     rows = []
     engines = (("swift binary, protocol", lambda: ProtocolEngine([args.binary, "--headless-cli"])),

@@ -95,14 +95,6 @@ def check_arguments(args) -> None:
         raise WatchError(f"record file not found: {args.replay}")
 
 
-def enable_compile_cache(cache_dir) -> None:
-    import jax
-    if cache_dir:
-        os.makedirs(cache_dir, exist_ok=True)
-        jax.config.update("jax_compilation_cache_dir", cache_dir)
-        jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.5)
-
-
 # --------------------------------------------------------------------------- checkpoint
 
 def env_options_of(config) -> dict:
@@ -260,7 +252,9 @@ def run(args) -> int:
     from purejaxrl.ppo import make_env
     started = time.perf_counter()
     print(describe_backend(), file=sys.stderr)
-    enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir)
+    from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+    enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir,
+                         INTERACTIVE_MIN_COMPILE_SECS)
     record_in = load_record(args.replay) if args.replay else None
     network = params = None
     if args.checkpoint:

@@ -1,7 +1,6 @@
 """The gymnax 1.0 environment contract around the pure game logic of ``game.py``."""
 
 from functools import partial
-import dataclasses
 
 from flax import struct
 import jax
@@ -10,14 +9,15 @@ from gymnax.environments import environment, spaces
 
 from .core import generation, rewards
 from . import observation
-from .core.constants import N_ACTIONS
+from .core.constants import GRID, N_ACTIONS, N_PROGRAMS
 from .core.game import exit_distance, step_game, step_keys
 from .core.sparse import sparse_update, tree_where
-from .core.state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState
+from .core.state import (HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, with_snapshots,
+                         without_snapshots)
 
 SHAPING_MODES = ("swift", "potential")
 DEFAULT_MAX_STEPS = 1000
-REWARD_COMPONENTS = tuple(f.name for f in dataclasses.fields(rewards.RewardBreakdown))
+REWARD_COMPONENTS = rewards.REWARD_FIELDS
 
 
 @struct.dataclass
@@ -45,6 +45,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     bonus, the default) or "potential" (decisions R7); ``close_undo_exploit`` clears the UNDO
     history at every stage start (decisions R9, off by default); slot capacities.
     """
+
+    reward_components = REWARD_COMPONENTS  # info["reward_breakdown"] keys, in summing order
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  max_enemies: int = MAX_ENEMIES, max_transmissions: int = MAX_TRANSMISSIONS,
@@ -100,7 +102,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             history_size=self.history_size)
         # A new game's history is empty (size 0): the snapshot slots are never read, so the
         # old arrays are kept instead of being gathered, cleared and scattered.
-        fresh = fresh.replace(history=fresh.history.replace(snapshots=None))
+        fresh = without_snapshots(fresh)
 
         def one_board(loop):
             phase, last, _ = loop  # phase 0: the stage advance, 1: the new game
@@ -170,14 +172,13 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         advance = events.exit_reached & ~events.game_won
 
         snapshots = stepped.history.snapshots
-        without_snapshots = stepped.replace(history=stepped.history.replace(snapshots=None))
         ended_shapes = jax.eval_shape(lambda s: (observation.build_observation(s),
                                                  exit_distance(s), s.overflow), stepped)
-        carry = (without_snapshots, jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+        carry = (without_snapshots(stepped), jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
                                                  ended_shapes))
         state_next, (ended_obs, ended_distance, ended_overflow) = self._sparse_new_boards(
             advance | done, carry, step_keys(key_step)[1], key_reset, advance, done)
-        state_next = state_next.replace(history=state_next.history.replace(snapshots=snapshots))
+        state_next = with_snapshots(state_next, snapshots)
 
         obs = observation.build_observation(state_next)
         # Where the episode goes on, the step's own state is the next state.
@@ -196,7 +197,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def observation_space(self, params: EnvParams | None = None) -> spaces.Dict:
         return spaces.Dict({
             "player": spaces.Box(0.0, 1.0, (observation.N_PLAYER_FEATURES,), jnp.float32),
-            "programs": spaces.Box(0, 1, (23,), jnp.int32),
-            "grid": spaces.Box(0.0, 1.0, (6, 6, observation.N_GRID_CHANNELS), jnp.float32),
+            "programs": spaces.Box(0, 1, (N_PROGRAMS,), jnp.int32),
+            "grid": spaces.Box(0.0, 1.0, (GRID, GRID, observation.N_GRID_CHANNELS), jnp.float32),
             "action_mask": spaces.Box(0, 1, (N_ACTIONS,), jnp.bool_),
         })

@@ -11,7 +11,7 @@ import os
 import pytest
 
 from envs.hackmatrix.swift_io.parity_client import BINARY_ENV_VAR, InProcessEngine, ProtocolEngine
-from envs.hackmatrix.swift_io.protocol import enable_compilation_cache
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 
 BACKENDS = ("in-process", "protocol")
 
@@ -27,7 +27,7 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def compilation_cache():
-    return enable_compilation_cache()
+    return enable_server_compile_cache()
 
 
 @pytest.fixture(scope="session")

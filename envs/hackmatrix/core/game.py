@@ -21,11 +21,12 @@ import jax.numpy as jnp
 from . import bitboard as bb
 from . import enemies as enemy_turn
 from . import generation, history, programs, rewards
-from .constants import (BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, EMPTY, EXIT, GRID, N_CELLS,
-                        N_STAGES, RESET, WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
+from .constants import (ACTION_SIPHON, BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, EMPTY, EXIT, GRID,
+                        N_CELLS, N_DIRECTIONS, N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, RESET,
+                        WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
 from .entities import cell_index, first_in_order, on_board
 from .sparse import sparse_update, tree_where
-from .state import EnvState
+from .state import EnvState, with_snapshots, without_snapshots
 
 _MAX_RANGE = GRID  # a line of fire leaves the board within 6 cells
 
@@ -177,9 +178,8 @@ def _siphon_with_quality(carry):
 
 def _program_with_events(carry, snapshots, program, key):
     state, _ = carry
-    state = state.replace(history=state.history.replace(snapshots=snapshots))
-    state, events = programs.apply_program(state, program, key)
-    return state.replace(history=state.history.replace(snapshots=None)), events
+    state, events = programs.apply_program(with_snapshots(state, snapshots), program, key)
+    return without_snapshots(state), events
 
 
 # Siphons and programs are a small share of actions: under vmap only their lanes compute them.
@@ -205,13 +205,13 @@ def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False,
     k_program, k_stage, k_enemy = step_keys(key)
     p = state.player
     old_distance = exit_distance(state)
-    is_direction = action < 4
-    is_siphon = action == 4
-    program = jnp.clip(action - 5, 0, 22)
-    is_program = action >= 5
+    is_direction = action < N_DIRECTIONS
+    is_siphon = action == ACTION_SIPHON
+    program = jnp.clip(action - PROGRAM_ACTION_OFFSET, 0, N_PROGRAMS - 1)
+    is_program = action >= PROGRAM_ACTION_OFFSET
 
     moved_state, dir_ok, shot, dir_exit, dir_kills, collected = direction_action(
-        state, jnp.clip(action, 0, 3))
+        state, jnp.clip(action, 0, N_DIRECTIONS - 1))
     dir_ok &= is_direction
     siphon_ok = is_siphon & (p.data_siphons > 0)
     program_ok = is_program & programs.can_execute(state)[program]
@@ -228,10 +228,9 @@ def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False,
     no_events = programs.ProgramEvents(kills=jnp.int32(0), exit_reached=jnp.bool_(False),
                                        ends_turn=jnp.bool_(False))
     snapshots = new.history.snapshots
-    new, program_events = _sparse_program(
-        program_ok, (new.replace(history=new.history.replace(snapshots=None)), no_events),
-        snapshots, program, k_program)
-    new = new.replace(history=new.history.replace(snapshots=snapshots))
+    new, program_events = _sparse_program(program_ok, (without_snapshots(new), no_events),
+                                          snapshots, program, k_program)
+    new = with_snapshots(new, snapshots)
 
     exit_reached = (dir_ok & dir_exit) | (program_ok & program_events.exit_reached)
     undo_exploit = exit_reached & new.board_from_undo

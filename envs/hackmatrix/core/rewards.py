@@ -7,6 +7,8 @@ decisions R7).
   ``total_reward`` sums them left to right in that order.
 """
 
+import dataclasses
+
 from flax import struct
 import jax
 import jax.numpy as jnp
@@ -196,11 +198,9 @@ class RewardBreakdown:
     siphon_death_penalty: jax.Array
 
 
-REWARD_FIELDS = (
-    "step_penalty", "stage_completion", "score_gain", "kills", "data_siphon",
-    "distance_shaping", "victory", "death_penalty", "resource_gain", "resource_holding",
-    "damage_penalty", "hp_recovery", "siphon_quality", "program_waste", "siphon_death_penalty",
-)
+# The component names in Swift's order: the one list of them (the env's REWARD_COMPONENTS and
+# info["reward_breakdown"], the toy env, the viewers and the logger all read it).
+REWARD_FIELDS = tuple(field.name for field in dataclasses.fields(RewardBreakdown))
 
 # Our field -> Swift's info.reward_breakdown key (§8.10); Swift does not report step_penalty.
 SWIFT_KEYS = {

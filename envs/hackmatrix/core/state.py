@@ -181,6 +181,17 @@ def empty_history(capacity: int, enemies: int, transmissions: int) -> History:
     return History(snapshots=snapshots, head=_i32(capacity - 1), size=_i32(0))
 
 
+def without_snapshots(state: EnvState) -> EnvState:
+    """The state with its UNDO snapshots left out (``None``): work that does not write them
+    (stage generation, the sparse program and stage passes) carries less under vmap."""
+    return state.replace(history=state.history.replace(snapshots=None))
+
+
+def with_snapshots(state: EnvState, snapshots) -> EnvState:
+    """``without_snapshots`` undone: the state with ``snapshots`` put back."""
+    return state.replace(history=state.history.replace(snapshots=snapshots))
+
+
 def blank_state(max_enemies: int = MAX_ENEMIES, max_transmissions: int = MAX_TRANSMISSIONS,
                 history_size: int = HISTORY_SIZE) -> EnvState:
     """The fields of a fresh Swift ``GameState`` before any generation (game-rules §2.1)."""

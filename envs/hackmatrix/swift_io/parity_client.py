@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from ..core.constants import (ACTION_SIPHON, BLOCK, CORNER_CELLS, DATA_SIPHON, EMPTY, ENEMY_MAX_HP,
-                              ENEMY_NAMES, EXIT, GRID, IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, POLY,
+                              ENEMY_NAMES, EXIT, GRID, IS_CORNER, N_CELLS, MAX_BLOCKS, MIN_BLOCKS, POLY,
                               PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, REDUC, SIPHON_SCHEDULE_DELAY,
                               UNDO, VIRUS, WARP)
 from ..core import bitboard, game, generation, rewards, spawn
@@ -1053,7 +1053,7 @@ class OracleLockstep:
         state = state.replace(grid=grid, exit_row=np.int32(exit_cell // 6),
                               exit_col=np.int32(exit_cell % 6))
         before = jax.tree.map(np.array, state)
-        state, added = self._append_transmissions(state, notes, obs, [(False, False)] * 36)
+        state, added = self._append_transmissions(state, notes, obs, [(False, False)] * N_CELLS)
         return state, (_board_problems(self.fn, before, obs, exit_cell)
                        + _spawn_problems(self.fn, before, added, int(state.stage)))
 
@@ -1285,10 +1285,10 @@ def _reorder_within_groups(t, notes, order) -> bool:
 def _grid_from_observation(obs, template):
     """(Grid, exit cell, question cells) of a freshly generated board in Swift's observation.
     A question block's content is a guess (data, 1 point, spawn count 9) until revealed."""
-    arrays = {name: np.zeros(36, np.int32) for name in ("content", "points", "spawn", "credits",
+    arrays = {name: np.zeros(N_CELLS, np.int32) for name in ("content", "points", "spawn", "credits",
                                                         "energy")}
-    program = np.full(36, -1, np.int32)
-    question, siphoned, centre = (np.zeros(36, bool) for _ in range(3))
+    program = np.full(N_CELLS, -1, np.int32)
+    question, siphoned, centre = (np.zeros(N_CELLS, bool) for _ in range(3))
     exit_cell, questions = -1, []
     for r in range(6):
         for c in range(6):
@@ -1378,7 +1378,7 @@ def _board_problems(fn, state, obs, exit_cell) -> list:
     blocks = g.content == BLOCK
     count = int(np.sum(blocks))
     e, t = state.enemies, state.transmissions
-    occupied = np.zeros(36, bool)
+    occupied = np.zeros(N_CELLS, bool)
     occupied[(e.row * 6 + e.col)[e.active]] = True
     occupied[(t.row * 6 + t.col)[t.active]] = True
     if count and not MIN_BLOCKS <= count <= MAX_BLOCKS:
@@ -1416,10 +1416,10 @@ def _spawn_problems(fn, before, cells, requested) -> list:
         problems.append(f"spawn: a transmission on a cell that is not spawn-empty: {cells}")
     out_of_line = int(np.sum(spawn_empty & ~line_of_fire)) - len(chosen)
     in_line = sum(bool(line_of_fire[c]) for c in chosen)
-    if in_line and (1 - max(out_of_line, 0) / 36) ** (100 * in_line) < _UNLIKELY:
+    if in_line and (1 - max(out_of_line, 0) / N_CELLS) ** (100 * in_line) < _UNLIKELY:
         problems.append(f"spawn: {in_line} in the line of fire with {out_of_line} cells out of it")
     missing = requested - len(chosen)
     free = int(np.sum(spawn_empty)) - len(chosen)
-    if missing < 0 or (missing and (1 - max(free, 0) / 36) ** (100 * missing) < _UNLIKELY):
+    if missing < 0 or (missing and (1 - max(free, 0) / N_CELLS) ** (100 * missing) < _UNLIKELY):
         problems.append(f"spawn: {len(chosen)} transmissions for {requested} asked, {free} cells free")
     return problems

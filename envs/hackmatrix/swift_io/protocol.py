@@ -26,16 +26,17 @@ import sys
 import jax
 import jax.numpy as jnp
 
+from envs.compile_cache import (DEFAULT_COMPILE_CACHE_DIR, INTERACTIVE_MIN_COMPILE_SECS,
+                                enable_compile_cache)
 from ..env import HackMatrix
+from ..core.constants import N_ACTIONS
 from ..core.mask import action_mask
 from .raw_observation import (NO_GAME_INTERNAL_STATE, host_state, internal_state,
                               json_float, raw_observation, step_info)
 from .scenario import ScenarioError, set_state
 
 RESET_STREAM, STEP_STREAM = 0, 1
-DEFAULT_CACHE_DIR = os.path.join("~", ".cache", "hackmatrix-jax")
 CACHE_ENV_VAR = "HACKMATRIX_JAX_CACHE"
-ACTION_SPACE_SIZE = 28
 # GameCommandProtocol.swift › getObservationSpace: fixed placeholders, not the real layout
 # (programs-rewards-observation §10.3, §12.1 #22).
 OBSERVATION_SPACE_PLACEHOLDER = {"gridSize": 6, "playerFeatures": 9, "cellFeatures": 20}
@@ -48,22 +49,14 @@ class CommandError(Exception):
     """A request the game cannot carry out; the server answers ``{"error": str(exc)}``."""
 
 
-def enable_compilation_cache(cache_dir: str | None = None) -> str | None:
-    """Turn on JAX's persistent compilation cache so that a restarted server skips XLA
-    compilation. ``cache_dir`` None reads ``$HACKMATRIX_JAX_CACHE`` and falls back to
-    ``~/.cache/hackmatrix-jax``; an empty string disables the cache. Returns the directory used."""
+def enable_server_compile_cache(cache_dir: str | None = None) -> str | None:
+    """The persistent compilation cache of the server and the parity scripts, keeping every
+    program (a restarted server skips XLA compilation). ``cache_dir`` None reads
+    ``$HACKMATRIX_JAX_CACHE`` and falls back to ``~/.cache/hackmatrix-jax``; an empty string
+    disables the cache. Returns the directory used."""
     if cache_dir is None:
-        cache_dir = os.environ.get(CACHE_ENV_VAR, DEFAULT_CACHE_DIR)
-    if not cache_dir:
-        return None
-    cache_dir = os.path.abspath(os.path.expanduser(cache_dir))
-    os.makedirs(cache_dir, exist_ok=True)
-    jax.config.update("jax_compilation_cache_dir", cache_dir)
-    # Cache every executable: the single-env step compiles in seconds, below JAX's default
-    # one-second threshold on a fast machine but well worth keeping on a slow one.
-    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
-    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
-    return cache_dir
+        cache_dir = os.environ.get(CACHE_ENV_VAR, DEFAULT_COMPILE_CACHE_DIR)
+    return enable_compile_cache(cache_dir, INTERACTIVE_MIN_COMPILE_SECS)
 
 
 def _strongly_typed(tree):
@@ -159,8 +152,8 @@ class HeadlessGame:
             raise CommandError("No game: send reset or setState before step")
         if isinstance(action, bool) or not isinstance(action, int):
             raise CommandError(f"actionIndex must be an integer, got {action!r}")
-        if not 0 <= action < ACTION_SPACE_SIZE:  # Swift aborts (GameAction.fromIndex is nil)
-            raise CommandError(f"actionIndex {action} is outside 0..{ACTION_SPACE_SIZE - 1}")
+        if not 0 <= action < N_ACTIONS:  # Swift aborts (GameAction.fromIndex is nil)
+            raise CommandError(f"actionIndex {action} is outside 0..{N_ACTIONS - 1}")
         _, step, _ = compiled(self.env)
         state, mask, reward, terminated, breakdown, flags = step(
             stream_key(self._seed_key, STEP_STREAM, self._steps), self.state, jnp.int32(action))
@@ -233,7 +226,7 @@ class Server:
         if action == "getValidActions":
             return {"validActions": game.valid_actions()}
         if action == "getActionSpace":
-            return {"actionSpaceSize": ACTION_SPACE_SIZE}
+            return {"actionSpaceSize": N_ACTIONS}
         if action == "getObservationSpace":
             return dict(OBSERVATION_SPACE_PLACEHOLDER)
         if action == "setState":
@@ -260,7 +253,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0, help="seed of the JAX key stream")
     parser.add_argument("--compilation-cache", default=None, metavar="DIR",
                         help=f"persistent XLA cache (default ${CACHE_ENV_VAR} or "
-                             f"{DEFAULT_CACHE_DIR}; '' disables it)")
+                             f"{DEFAULT_COMPILE_CACHE_DIR}; '' disables it)")
     # Swift's flags, accepted so the server drops in for the Swift binary (decisions R8).
     parser.add_argument("--headless-cli", action="store_true", help="ignored (Swift flag)")
     parser.add_argument("--debug", action="store_true", help="debug logging on stderr")
@@ -282,7 +275,7 @@ def main(argv=None) -> int:
         log.info("ignoring arguments %s", unknown)
     if "JAX_PLATFORMS" not in os.environ:  # one game per step: the CPU is fastest
         jax.config.update("jax_platforms", "cpu")
-    cache = enable_compilation_cache(args.compilation_cache)
+    cache = enable_server_compile_cache(args.compilation_cache)
     log.info("compilation cache: %s", cache)
     server = Server(HeadlessGame(seed=args.seed))
     for raw in sys.stdin.buffer:
