@@ -84,7 +84,7 @@ def main(argv=None):
                 (state, keys), args.repeats),
         measure("  direction action", game.direction_action, (state, directions), args.repeats),
         measure("  observation + mask", observation.build_observation, (state,), args.repeats),
-        measure("  exit-distance BFS", game.exit_distance, (state,), args.repeats),
+        measure("  exit-distance BFS", rewards.player_exit_distance, (state,), args.repeats),
         measure("  siphon + quality (dense)", lambda s: (game.siphon_action(s), rewards.siphon_quality(s)),
                 (state,), args.repeats),
         measure("  programs (dense, PUSH)", lambda s, p, k: programs.apply_program(s, p, k),

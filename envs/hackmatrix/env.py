@@ -10,7 +10,8 @@ from gymnax.environments import environment, spaces
 from .core import generation, rewards
 from . import observation
 from .core.constants import GRID, N_ACTIONS, N_PROGRAMS
-from .core.game import exit_distance, step_game, step_keys
+from .core.game import step_game, step_keys
+from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
 from .core.state import (HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, with_snapshots,
                          without_snapshots)
@@ -116,7 +117,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         first, end = jnp.where(advance, 0, 1), jnp.where(reset, 2, 1)
         _, last, following = jax.lax.while_loop(lambda loop: loop[0] < end, one_board,
                                                 (first, state, state))
-        return following, (observation.build_observation(last), exit_distance(last),
+        return following, (observation.build_observation(last), player_exit_distance(last),
                            last.overflow)
 
     def reset_env(self, key, params: EnvParams):
@@ -125,11 +126,42 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     def step_env(self, key, state: EnvState, action, params: EnvParams):
         """One step without auto-reset (Swift's headless ``done`` semantics)."""
-        state, inputs, events = step_game(state, action, key,
-                                          close_undo_exploit=self.close_undo_exploit)
-        state = state.replace(time=state.time + 1)
-        reward, info = self._outcome(state, inputs, events, params)
+        stepped, inputs, events = self._play(state, action, key)
+        state, last_state, _, inputs = self._advance_or_reset(
+            stepped, inputs, events, key, key, jnp.zeros_like(events.exit_reached))
+        reward, info = self._outcome(last_state, inputs, events, params)
         return observation.build_observation(state), state, reward, _terminal(inputs, events), info
+
+    def _play(self, state: EnvState, action, key):
+        """The game's step (``core.game.step_game``: the rules, a stage advance's board left
+        to ``_advance_or_reset``) and the episode clock."""
+        stepped, inputs, events = step_game(state, action, key,
+                                            close_undo_exploit=self.close_undo_exploit)
+        return stepped.replace(time=stepped.time + 1), inputs, events
+
+    def _advance_or_reset(self, stepped: EnvState, inputs, events, key_step, key_reset, done):
+        """The one stage-advance-or-reset path of ``step_env`` and ``step``: the next stage's
+        board where the step completed a stage, a new game where the episode ended (``done``,
+        auto-reset; never in ``step_env``), both from one sparse pass (``_new_boards``). The
+        exit distance the reward reads is measured here, on the board the step ends on.
+
+        Returns (next state, the state the step ended on (the ended episode's overflow where
+        it ended), the ended episode's last observation, the reward inputs with
+        ``new_distance``)."""
+        advance = events.exit_reached & ~events.game_won
+        snapshots = stepped.history.snapshots
+        ended_shapes = jax.eval_shape(lambda s: (observation.build_observation(s),
+                                                 player_exit_distance(s), s.overflow), stepped)
+        carry = (without_snapshots(stepped), jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
+                                                          ended_shapes))
+        state_next, (ended_obs, ended_distance, ended_overflow) = self._sparse_new_boards(
+            advance | done, carry, step_keys(key_step)[1], key_reset, advance, done)
+        state_next = with_snapshots(state_next, snapshots)
+        # Where the episode goes on, the next state is the board the step ends on.
+        new_distance = jnp.where(done, ended_distance, player_exit_distance(state_next))
+        last_state = stepped.replace(overflow=jnp.where(done, ended_overflow,
+                                                        state_next.overflow))
+        return state_next, last_state, ended_obs, inputs.replace(new_distance=new_distance)
 
     def is_truncated(self, state: EnvState, params: EnvParams):
         return state.time >= params.max_steps_in_episode
@@ -162,31 +194,14 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         if params is None:
             params = self.default_params
         key_step, key_reset = jax.random.split(key)
-        stepped, inputs, events = step_game(state, action, key_step,
-                                            close_undo_exploit=self.close_undo_exploit,
-                                            generate_stage=False)
-        stepped = stepped.replace(time=stepped.time + 1)
+        stepped, inputs, events = self._play(state, action, key_step)
         terminated = _terminal(inputs, events)
         truncated = ~terminated & self.is_truncated(stepped, params)
         done = terminated | truncated
-        advance = events.exit_reached & ~events.game_won
-
-        snapshots = stepped.history.snapshots
-        ended_shapes = jax.eval_shape(lambda s: (observation.build_observation(s),
-                                                 exit_distance(s), s.overflow), stepped)
-        carry = (without_snapshots(stepped), jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
-                                                 ended_shapes))
-        state_next, (ended_obs, ended_distance, ended_overflow) = self._sparse_new_boards(
-            advance | done, carry, step_keys(key_step)[1], key_reset, advance, done)
-        state_next = with_snapshots(state_next, snapshots)
-
+        state_next, last_state, ended_obs, inputs = self._advance_or_reset(
+            stepped, inputs, events, key_step, key_reset, done)
         obs = observation.build_observation(state_next)
-        # Where the episode goes on, the step's own state is the next state.
-        new_distance = jnp.where(done, ended_distance, exit_distance(state_next))
-        last_state = stepped.replace(overflow=jnp.where(done, ended_overflow,
-                                                        state_next.overflow))
-        reward, info = self._outcome(
-            last_state, inputs.replace(new_distance=new_distance), events, params)
+        reward, info = self._outcome(last_state, inputs, events, params)
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": tree_where(done, ended_obs, obs)}
         return obs, state_next, reward, terminated, truncated, info

@@ -10,9 +10,9 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from .core.constants import (BLOCK, CRYPTOG, DATA_SIPHON, EXIT, GRID, N_CELLS, N_ENEMY_TYPES,
+from .core.constants import (BLOCK, DATA_SIPHON, EXIT, GRID, N_CELLS, N_ENEMY_TYPES,
                              N_PROGRAMS, N_STAGES)
-from .core.entities import cell_index
+from .core.entities import cell_index, enemy_visible
 from .core.mask import action_mask
 from .core.state import EnvState
 
@@ -92,7 +92,7 @@ def _enemy_channels(state: EnvState) -> jax.Array:
     # A cryptog is reported only in the player's row or column or under SHOW; when the first
     # live enemy is a hidden cryptog the cell shows no enemy at all, even if a visible one
     # shares it (§9.1), so visibility is applied after choosing the first enemy.
-    visible = (e.kind != CRYPTOG) | (e.row == p.row) | (e.col == p.col) | state.show
+    visible = enemy_visible(e.kind, e.row, e.col, p.row, p.col, state.show)
     shown = (reported & visible[:, None]).astype(jnp.float32)  # [E, 36]
     type_onehot = (e.kind[:, None] == jnp.arange(N_ENEMY_TYPES)).astype(jnp.float32)  # [E, 4]
     per_slot = jnp.concatenate([

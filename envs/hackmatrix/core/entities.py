@@ -22,6 +22,13 @@ def on_board(row, col):
     return (row >= 0) & (row < GRID) & (col >= 0) & (col < GRID)
 
 
+def enemy_visible(kind, row, col, player_row, player_col, show):
+    """Whether an enemy is reported (programs-rewards-observation §9.1): a cryptog only in the
+    player's row or column or under SHOW, every other kind always. Elementwise, on JAX or numpy
+    arrays or Python scalars alike (the observation, the raw observation and the viewers)."""
+    return (kind != CRYPTOG) | (row == player_row) | (col == player_col) | show
+
+
 def in_list_order(active, seq) -> list:
     """Host side: the active slots (of a host array) in Swift's list order."""
     slots = np.flatnonzero(np.asarray(active))

@@ -10,10 +10,10 @@ here, so the two are compared on exactly the same JSON shape.
 import jax
 import numpy as np
 
-from ..core.constants import BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, N_PROGRAMS, \
+from ..core.constants import BLOCK, DATA_SIPHON, ENEMY_NAMES, EXIT, GRID, N_PROGRAMS, \
     N_STAGES, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
 from .. import observation as numeric
-from ..core.entities import in_list_order
+from ..core.entities import enemy_visible, in_list_order
 from ..core.rewards import SWIFT_KEYS
 
 
@@ -69,8 +69,8 @@ def raw_observation(s) -> dict:
             if here:
                 first = here[0]
                 kind = int(e.kind[first])
-                visible = (kind != CRYPTOG or int(e.row[first]) == player_row
-                           or int(e.col[first]) == player_col or show)
+                visible = bool(enemy_visible(kind, int(e.row[first]), int(e.col[first]),
+                                             player_row, player_col, show))
                 if visible:
                     obs["enemy"] = {"type": ENEMY_NAMES[kind], "hp": int(e.hp[first]),
                                     "isStunned": bool(e.stunned[first]),

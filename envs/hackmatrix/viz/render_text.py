@@ -36,10 +36,10 @@ draw from that dict, so they agree on what is shown and what is hidden.
 import jax
 import numpy as np
 
-from ..core.constants import (ACTION_SIPHON, BLOCK, CRYPTOG, DATA_SIPHON, DIR_NAMES, ENEMY_NAMES, EXIT,
+from ..core.constants import (ACTION_SIPHON, BLOCK, DATA_SIPHON, DIR_NAMES, ENEMY_NAMES, EXIT,
                               GRID, N_ACTIONS, PROGRAM_ACTION_OFFSET, PROGRAM_COST_CREDITS,
                               PROGRAM_COST_ENERGY, PROGRAM_NAMES)
-from ..core.entities import in_list_order
+from ..core.entities import enemy_visible, in_list_order
 from ..core.rewards import REWARD_FIELDS
 
 _MIN_CELL_WIDTH = 3
@@ -57,8 +57,8 @@ def _enemy_visibility(s):
     e, p = s.enemies, s.player
     order = in_list_order(e.active, e.seq)
     live = np.asarray(e.hp) > 0
-    cryptog_hidden = ((np.asarray(e.kind) == CRYPTOG) & (np.asarray(e.row) != p.row)
-                      & (np.asarray(e.col) != p.col) & ~bool(s.show))
+    cryptog_hidden = ~enemy_visible(np.asarray(e.kind), np.asarray(e.row), np.asarray(e.col),
+                                    p.row, p.col, bool(s.show))
     first_live = {}  # cell -> first enemy in list order with hp > 0
     for slot in order:
         if live[slot]:
