@@ -132,20 +132,9 @@ def _restore_params(fresh_params, saved_params):
     return saved_params
 
 
-def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] = None,
-          weights_only: bool = False, stop_after_updates: Optional[int] = None,
-          logger: Optional[RunLogger] = None) -> TrainResult:
-    """Train to ``config.total_timesteps`` (or until ``stop_after_updates`` updates are done, or
-    a stop signal), starting fresh, from ``checkpoint`` (full resume: same config required), or
-    from its parameters only (``weights_only``: a new run).
-
-    In a multi-process run every process calls this with the same arguments; they run the same
-    sequence of collectives, and only process 0 writes (logs, wandb, checkpoints)."""
-    validate_config(config)
-    validate_run_options(options)
-    resuming = checkpoint is not None and not weights_only
-    primary = distributed.is_primary()
-    num_processes = jax.process_count()
+def _check_resume(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
+                  num_processes: int) -> None:
+    """A full resume needs the process count and the config of the checkpoint's run."""
     if resuming and int(checkpoint.get("num_processes", 1)) != num_processes:
         raise ConfigError(
             f"the checkpoint was written by a {checkpoint.get('num_processes', 1)}-process run "
@@ -161,201 +150,276 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                               "this run): " + "; ".join(differences)
                               + ". Pass only run options when resuming, or use --weights-only "
                               "to start a new run from its weights.")
-    enable_compile_cache(options.compile_cache_dir)
 
-    run_name = options.run_name or (checkpoint["run_name"] if resuming else None) \
-        or default_run_name(config)
-    run_dir = os.path.join(options.checkpoint_dir, run_name)
-    env, env_params, network, optimizer, reward_components = ppo.build(config)
-    mesh = ppo.make_mesh(config.num_devices)
 
+def _initial_runner(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
+                    weights_only: bool, built, mesh):
+    """Initialise or resume: (runner state on the mesh, seconds trained before, wandb run id)."""
+    env, env_params, network, optimizer, reward_components = built
     if resuming:
         runner = ppo.shard_runner_state(checkpoint["runner_state"], mesh)
-        elapsed_before = float(checkpoint.get("elapsed_seconds", 0.0))
-        wandb_run_id = checkpoint.get("wandb_run_id")
-    else:
-        runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
-                                       len(reward_components), mesh)
-        if weights_only:
-            saved = _restore_params(runner.params, checkpoint["runner_state"].params)
-            replicated = ppo.place_on_mesh(saved, mesh, jax.sharding.PartitionSpec())
-            runner = runner.replace(params=replicated,
-                                    opt_state=jax.jit(optimizer.init)(replicated))
-        elapsed_before = 0.0
-        wandb_run_id = None
-    update = int(jax.device_get(runner.update_step))
+        return (runner, float(checkpoint.get("elapsed_seconds", 0.0)),
+                checkpoint.get("wandb_run_id"))
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
+                                   len(reward_components), mesh)
+    if weights_only:
+        saved = _restore_params(runner.params, checkpoint["runner_state"].params)
+        replicated = ppo.place_on_mesh(saved, mesh, jax.sharding.PartitionSpec())
+        runner = runner.replace(params=replicated, opt_state=jax.jit(optimizer.init)(replicated))
+    return runner, 0.0, None
 
-    own_logger = logger is None
-    if own_logger and not primary:
-        logger = SilentLogger()
-    elif own_logger:
-        logger = RunLogger(run_dir, use_wandb=options.wandb, quiet=options.quiet,
-                           wandb_project=options.wandb_project, wandb_entity=options.wandb_entity,
-                           wandb_mode=options.wandb_mode, wandb_run_id=wandb_run_id,
-                           run_name=run_name, config=config.to_dict())
-    wandb_run_id = logger.wandb_run_id or wandb_run_id
 
-    derived = {"num_devices": config.num_devices, "num_processes": num_processes,
-               "global_batch": config.batch_size,
-               "num_minibatches": config.num_minibatches,
-               "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
-               "num_updates": config.num_updates}
-    logger.print(f"run {run_name} -> {run_dir}")
-    logger.print(f"{'resuming at' if resuming else 'starting at'} update {update}/"
-                 f"{config.num_updates}; global batch {config.batch_size} = {config.num_envs} "
-                 f"envs x {config.num_steps} steps over {config.num_devices} device(s) "
-                 f"({jax.default_backend()}"
-                 + (f", {num_processes} processes" if num_processes > 1 else "")
-                 + f"); {config.num_minibatches} minibatches of "
-                 f"{config.minibatch_size}; {config.update_epochs} epochs; "
-                 f"{parameter_count(runner.params):,} parameters")
+class _Run:
+    """One training session between ``train``'s start and its end: the runner state, the
+    update counter, the logger and what has been saved. Its methods are the named steps of the
+    loop: ``run_chunks`` (run, then save, log and evaluate each chunk), ``save``,
+    ``chunk_record`` (log), ``evaluate``, and the answers to stop signals."""
 
-    console = logger.console if hasattr(logger, "console") else Console(enabled=False)
-    progress = Progress(console, config.num_updates, config.batch_size,
-                        options.progress_interval_s)
-    # Same decision on every process (options are shared), so all compile the same program.
-    live_progress = options.progress and not options.quiet
-    chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, reward_components,
-                            options.updates_per_chunk, mesh,
-                            on_update=progress.tick if live_progress else None)
-    session_end = config.num_updates if stop_after_updates is None else min(
-        config.num_updates, update + stop_after_updates)
-    evaluator = None
-    if options.eval_interval:
-        evaluator = make_training_evaluator(env, env_params, network, options.eval_envs,
-                                            options.eval_max_steps)
-    records, last_checkpoint = [], None
-    stalling = StallingDetector()
-    train_seconds = 0.0
-    compile_seconds = None
+    def __init__(self, config: TrainConfig, options: RunOptions, *, checkpoint, resuming,
+                 weights_only, stop_after_updates, logger, primary, num_processes):
+        self.config, self.options = config, options
+        self.checkpoint, self.resuming = checkpoint, resuming
+        self.primary, self.num_processes = primary, num_processes
+        self.run_name = options.run_name or (checkpoint["run_name"] if resuming else None) \
+            or default_run_name(config)
+        self.run_dir = os.path.join(options.checkpoint_dir, self.run_name)
+        built = ppo.build(config)
+        self.env, self.env_params, self.network, optimizer, self.reward_components = built
+        mesh = ppo.make_mesh(config.num_devices)
+        self.runner, self.elapsed_before, wandb_run_id = _initial_runner(
+            config, checkpoint, resuming, weights_only, built, mesh)
+        self.update = int(jax.device_get(self.runner.update_step))
+        self.own_logger = logger is None
+        self.logger = self._open_logger(wandb_run_id) if self.own_logger else logger
+        self.wandb_run_id = self.logger.wandb_run_id or wandb_run_id
+        self.derived = {"num_devices": config.num_devices, "num_processes": num_processes,
+                        "global_batch": config.batch_size,
+                        "num_minibatches": config.num_minibatches,
+                        "minibatch_size": config.minibatch_size,
+                        "update_epochs": config.update_epochs,
+                        "num_updates": config.num_updates}
+        self._announce_start()
+        self.console = self.logger.console if hasattr(self.logger, "console") \
+            else Console(enabled=False)
+        self.progress = Progress(self.console, config.num_updates, config.batch_size,
+                                 options.progress_interval_s)
+        # Same decision on every process (options are shared), so all compile the same program.
+        self.live_progress = options.progress and not options.quiet
+        self.chunk = ppo.UpdateChunk(config, self.env, self.env_params, self.network, optimizer,
+                                     self.reward_components, options.updates_per_chunk, mesh,
+                                     on_update=self.progress.tick if self.live_progress
+                                     else None)
+        self.session_end = config.num_updates if stop_after_updates is None else min(
+            config.num_updates, self.update + stop_after_updates)
+        self.evaluator = None
+        if options.eval_interval:
+            self.evaluator = make_training_evaluator(self.env, self.env_params, self.network,
+                                                     options.eval_envs, options.eval_max_steps)
+        self.records, self.last_checkpoint = [], None
+        self.stalling = StallingDetector()
+        self.train_seconds = 0.0
+        self.compile_seconds = None
 
-    def save() -> Optional[str]:
+    def _open_logger(self, wandb_run_id):
+        if not self.primary:
+            return SilentLogger()
+        options = self.options
+        return RunLogger(self.run_dir, use_wandb=options.wandb, quiet=options.quiet,
+                         wandb_project=options.wandb_project, wandb_entity=options.wandb_entity,
+                         wandb_mode=options.wandb_mode, wandb_run_id=wandb_run_id,
+                         run_name=self.run_name, config=self.config.to_dict())
+
+    def _announce_start(self) -> None:
+        config = self.config
+        self.logger.print(f"run {self.run_name} -> {self.run_dir}")
+        self.logger.print(
+            f"{'resuming at' if self.resuming else 'starting at'} update {self.update}/"
+            f"{config.num_updates}; global batch {config.batch_size} = {config.num_envs} "
+            f"envs x {config.num_steps} steps over {config.num_devices} device(s) "
+            f"({jax.default_backend()}"
+            + (f", {self.num_processes} processes" if self.num_processes > 1 else "")
+            + f"); {config.num_minibatches} minibatches of "
+            f"{config.minibatch_size}; {config.update_epochs} epochs; "
+            f"{parameter_count(self.runner.params):,} parameters")
+
+    # ------------------------------------------------------------------------ save
+    def save(self) -> Optional[str]:
         """Write a checkpoint of the current state (every process takes part; process 0
         writes). Reports nothing: the caller reports after the write."""
-        host_runner = distributed.runner_to_host(runner)
-        if not primary:
+        host_runner = distributed.runner_to_host(self.runner)
+        if not self.primary:
             return None
         return save_checkpoint(
-            run_dir, runner_state=host_runner, config=config.to_dict(), update=update,
-            env_steps=update * config.batch_size, run_name=run_name,
-            wandb_run_id=wandb_run_id, elapsed_seconds=elapsed_before + train_seconds,
-            keep=options.keep_checkpoints, num_processes=num_processes)
+            self.run_dir, runner_state=host_runner, config=self.config.to_dict(),
+            update=self.update, env_steps=self.update * self.config.batch_size,
+            run_name=self.run_name, wandb_run_id=self.wandb_run_id,
+            elapsed_seconds=self.elapsed_before + self.train_seconds,
+            keep=self.options.keep_checkpoints, num_processes=self.num_processes)
 
-    def report_saved(path: Optional[str]) -> None:
+    def report_saved(self, path: Optional[str]) -> None:
         if path is None:
             return
-        if options.artifact:
-            logger.log_checkpoint_artifact(path, run_name, update)
-        logger.print(f"saved {path}")
+        if self.options.artifact:
+            self.logger.log_checkpoint_artifact(path, self.run_name, self.update)
+        self.logger.print(f"saved {path}")
 
-    def announce_stop(signum: int) -> None:
-        chunk_end = progress.chunk_end()
-        if compile_seconds is None and update < session_end:
+    # ------------------------------------------------------------------------ signals
+    def announce_stop(self, signum: int) -> None:
+        chunk_end = self.progress.chunk_end()
+        if self.compile_seconds is None and self.update < self.session_end:
             plan = "stopping once compilation ends (no update done yet, nothing new to save)"
-        elif chunk_end is None and not records:
+        elif chunk_end is None and not self.records:
             plan = "stopping before the first update (nothing new to save)"
         elif chunk_end is None:
-            plan = f"saving a checkpoint at update {update} and stopping"
+            plan = f"saving a checkpoint at update {self.update} and stopping"
         else:
-            left = progress.seconds_left_in_chunk()
+            left = self.progress.seconds_left_in_chunk()
             when = f"in about {left:.0f} s" if left is not None else \
                 "time unknown until the first update ends"
             plan = (f"saving a checkpoint when the current chunk ends at update {chunk_end} "
                     f"({when}) and stopping")
-        console.notify(f"{signal_name(signum)} received: {plan}. Press Ctrl-C again to stop "
-                       "now without saving.")
+        self.console.notify(f"{signal_name(signum)} received: {plan}. Press Ctrl-C again to "
+                            "stop now without saving.")
 
-    def announce_abandon() -> None:
-        console.notify("Ctrl-C again: stopping now without saving; last checkpoint: "
-                       f"{last_checkpoint or 'none written in this session'}")
+    def announce_abandon(self) -> None:
+        self.console.notify("Ctrl-C again: stopping now without saving; last checkpoint: "
+                            f"{self.last_checkpoint or 'none written in this session'}")
 
+    # ------------------------------------------------------------------------ log, evaluate
+    def chunk_record(self, num_active: int, seconds: float, metrics) -> dict:
+        config = self.config
+        sps = num_active * config.batch_size / seconds
+        return {"update": self.update, "env_steps": self.update * config.batch_size,
+                "sps": sps, "chunk_seconds": seconds,
+                "eta_s": (config.num_updates - self.update) * config.batch_size / sps,
+                "elapsed_s": self.elapsed_before + self.train_seconds,
+                "compile_s": self.compile_seconds, **self.derived,
+                **summarize_chunk(metrics, self.reward_components)}
+
+    def evaluate(self) -> dict:
+        """Evaluation results of the current parameters where one is due, else {}."""
+        config, options = self.config, self.options
+        if self.evaluator is None or not (self.update % options.eval_interval == 0
+                                          or self.update == config.num_updates):
+            return {}
+        key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), self.update)
+        # Each process evaluates alone (no cross-process program); all get the same numbers,
+        # process 0 logs them.
+        results = self.evaluator(distributed.local_copy(self.runner.params), key)
+        return {f"eval_{mode}/{name}": value for mode, per_env in results.items()
+                for name, value in summarize_episodes(per_env).items()}
+
+    def log(self, record: dict) -> None:
+        stalling_warning = self.stalling.update(record)
+        record["health/stalling"] = stalling_warning is not None
+        self.records.append(record)
+        self.logger.log(record)
+        self.logger.print(progress_line(record, self.config.num_updates * self.config.batch_size))
+        if stalling_warning:
+            self.logger.print(stalling_warning)
+
+    # ------------------------------------------------------------------------ run chunks
+    def compile(self, stop) -> bool:
+        """Compile the update chunk (if an update is left to do). Returns whether a stop
+        signal came meanwhile (then no update is done: nothing new to save)."""
+        if self.update < self.session_end:
+            self.compile_seconds = self.chunk.compile(self.runner)
+            self.logger.print(f"compiled {self.options.updates_per_chunk} updates per chunk in "
+                              f"{self.compile_seconds:.1f}s"
+                              + (" (live progress: not kept in the compile cache)"
+                                 if self.live_progress else ""))
+        return self.update < self.session_end and distributed.agree_any([stop.requested])[0]
+
+    def run_chunks(self, stop, stopping: bool) -> bool:
+        """Run chunks until the session's last update or a stop; after each: save (first, so
+        that no failure of the console, the metrics file or wandb can cost a checkpoint), then
+        log and evaluate. Returns whether a stop signal ended the loop."""
+        config, options = self.config, self.options
+        last_save = time.monotonic()
+        while self.update < self.session_end and not stopping:
+            num_active = next_chunk_size(
+                self.update, min(options.updates_per_chunk, self.session_end - self.update),
+                (options.save_interval, options.eval_interval))
+            self.progress.chunk_started(self.update, self.update + num_active)
+            start = time.perf_counter()
+            self.runner, metrics = run_chunk_interruptibly(self.chunk, self.runner, num_active)
+            seconds = time.perf_counter() - start
+            self.train_seconds += seconds
+            self.update += num_active
+            self.progress.chunk_finished(self.update)
+
+            due_by_updates = options.save_interval and self.update % options.save_interval == 0
+            due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
+            # Clocks and signals are per process: agree, so all processes save together.
+            stopping, due_by_time = distributed.agree_any([stop.requested, due_by_time])
+            saved = None  # the path written now (process 0)
+            saving = due_by_updates or due_by_time or stopping or self.update == self.session_end
+            if saving:
+                saved = self.save()
+                self.last_checkpoint = saved or self.last_checkpoint
+                last_save = time.monotonic()
+
+            record = self.chunk_record(num_active, seconds, metrics)
+            record.update(self.evaluate())
+            self.log(record)
+            self.report_saved(saved)
+            # A signal that came while this chunk was being reported stops here, not a chunk
+            # later.
+            if not stopping and self.update < self.session_end \
+                    and distributed.agree_any([stop.requested])[0]:
+                stopping = True
+                if not saving:
+                    saved = self.save()
+                    self.last_checkpoint = saved or self.last_checkpoint
+                    self.report_saved(saved)
+        return stopping
+
+    def announce_end(self, stop) -> None:
+        """What a stop signal left behind, and how to go on."""
+        if self.last_checkpoint:
+            outcome = f"saved {self.last_checkpoint}; resume with --resume {self.run_dir}"
+        elif self.resuming:
+            outcome = ("nothing new to save; resume with --resume "
+                       f"{self.checkpoint.get('path', self.run_dir)}")
+        else:
+            outcome = "no update done, nothing to save"
+        cause = signal_name(stop.signum) if stop.requested else \
+            "a stop signal to another process"
+        self.console.notify(f"stopped by {cause} at update {self.update}: {outcome}")
+
+    def close(self) -> None:
+        self.progress.close()
+        if self.own_logger:
+            self.logger.close()
+
+
+def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] = None,
+          weights_only: bool = False, stop_after_updates: Optional[int] = None,
+          logger: Optional[RunLogger] = None) -> TrainResult:
+    """Train to ``config.total_timesteps`` (or until ``stop_after_updates`` updates are done, or
+    a stop signal), starting fresh, from ``checkpoint`` (full resume: same config required), or
+    from its parameters only (``weights_only``: a new run).
+
+    In a multi-process run every process calls this with the same arguments; they run the same
+    sequence of collectives, and only process 0 writes (logs, wandb, checkpoints)."""
+    validate_config(config)
+    validate_run_options(options)
+    resuming = checkpoint is not None and not weights_only
+    num_processes = jax.process_count()
+    _check_resume(config, checkpoint, resuming, num_processes)
+    enable_compile_cache(options.compile_cache_dir)
+    run = _Run(config, options, checkpoint=checkpoint, resuming=resuming,
+               weights_only=weights_only, stop_after_updates=stop_after_updates, logger=logger,
+               primary=distributed.is_primary(), num_processes=num_processes)
     try:
-        with StopSignal(announce_stop, announce_abandon) as stop:
-            if update < session_end:
-                compile_seconds = chunk.compile(runner)
-                logger.print(f"compiled {options.updates_per_chunk} updates per chunk in "
-                             f"{compile_seconds:.1f}s"
-                             + (" (live progress: not kept in the compile cache)"
-                                if live_progress else ""))
-            # A stop during compilation: no update done, nothing new to save.
-            stopping = update < session_end and distributed.agree_any([stop.requested])[0]
-            last_save = time.monotonic()
-            while update < session_end and not stopping:
-                num_active = next_chunk_size(
-                    update, min(options.updates_per_chunk, session_end - update),
-                    (options.save_interval, options.eval_interval))
-                progress.chunk_started(update, update + num_active)
-                start = time.perf_counter()
-                runner, metrics = run_chunk_interruptibly(chunk, runner, num_active)
-                seconds = time.perf_counter() - start
-                train_seconds += seconds
-                update += num_active
-                progress.chunk_finished(update)
-
-                # Save first, then report: no failure of the console, the metrics file or
-                # wandb can cost a checkpoint.
-                due_by_updates = options.save_interval and update % options.save_interval == 0
-                due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
-                # Clocks and signals are per process: agree, so all processes save together.
-                stopping, due_by_time = distributed.agree_any([stop.requested, due_by_time])
-                saved = None  # the path written now (process 0)
-                saving = due_by_updates or due_by_time or stopping or update == session_end
-                if saving:
-                    saved = save()
-                    last_checkpoint = saved or last_checkpoint
-                    last_save = time.monotonic()
-
-                sps = num_active * config.batch_size / seconds
-                record = {"update": update, "env_steps": update * config.batch_size,
-                          "sps": sps, "chunk_seconds": seconds,
-                          "eta_s": (config.num_updates - update) * config.batch_size / sps,
-                          "elapsed_s": elapsed_before + train_seconds,
-                          "compile_s": compile_seconds, **derived,
-                          **summarize_chunk(metrics, reward_components)}
-                if evaluator is not None and (update % options.eval_interval == 0
-                                              or update == config.num_updates):
-                    key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), update)
-                    # Each process evaluates alone (no cross-process program); all get the
-                    # same numbers, process 0 logs them.
-                    results = evaluator(distributed.local_copy(runner.params), key)
-                    for mode, per_env in results.items():
-                        for name, value in summarize_episodes(per_env).items():
-                            record[f"eval_{mode}/{name}"] = value
-                stalling_warning = stalling.update(record)
-                record["health/stalling"] = stalling_warning is not None
-                records.append(record)
-                logger.log(record)
-                logger.print(progress_line(record, config.num_updates * config.batch_size))
-                if stalling_warning:
-                    logger.print(stalling_warning)
-                report_saved(saved)
-                # A signal that came while this chunk was being reported stops here, not a
-                # chunk later.
-                if not stopping and update < session_end \
-                        and distributed.agree_any([stop.requested])[0]:
-                    stopping = True
-                    if not saving:
-                        saved = save()
-                        last_checkpoint = saved or last_checkpoint
-                        report_saved(saved)
-            interrupted = stopping
+        with StopSignal(run.announce_stop, run.announce_abandon) as stop:
+            interrupted = run.run_chunks(stop, stopping=run.compile(stop))
             if interrupted:
-                if last_checkpoint:
-                    outcome = f"saved {last_checkpoint}; resume with --resume {run_dir}"
-                elif resuming:
-                    outcome = ("nothing new to save; resume with --resume "
-                               f"{checkpoint.get('path', run_dir)}")
-                else:
-                    outcome = "no update done, nothing to save"
-                cause = signal_name(stop.signum) if stop.requested else \
-                    "a stop signal to another process"
-                console.notify(f"stopped by {cause} at update {update}: {outcome}")
+                run.announce_end(stop)
             stop_signal = stop.signum if interrupted else None
     finally:
-        progress.close()
-        if own_logger:
-            logger.close()
-    return TrainResult(runner_state=runner, run_name=run_name, run_dir=run_dir,
-                       updates_done=update, env_steps=update * config.batch_size,
-                       last_checkpoint=last_checkpoint, records=records,
-                       interrupted=interrupted, stop_signal=stop_signal, chunk=chunk)
+        run.close()
+    return TrainResult(runner_state=run.runner, run_name=run.run_name, run_dir=run.run_dir,
+                       updates_done=run.update, env_steps=run.update * config.batch_size,
+                       last_checkpoint=run.last_checkpoint, records=run.records,
+                       interrupted=interrupted, stop_signal=stop_signal, chunk=run.chunk)
