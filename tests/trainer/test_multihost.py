@@ -10,6 +10,11 @@ stay empty); env steps are counted once; a checkpoint of the 2-process run resum
 2-process run (process 1 cannot read the file: process 0 broadcasts it) and continues like the
 single-process run; resuming it with another process count fails with a message naming the
 counts. Every launch has a time limit and kills its processes on failure.
+
+Each process reports through its own file (``process<rank>.json`` in a report directory outside
+the working directories): its exit status and what Python printed, captured apart from what the
+C++ runtime writes to the same stdout (gloo's "connected to N peer ranks" lines, which arrive in
+pieces anywhere in the stream). No assertion parses the processes' raw stdout.
 """
 
 import json
@@ -35,8 +40,10 @@ CONFIG_FLAGS = ["--env", "toy", "--num-envs", "8", "--num-steps", "8", "--num-mi
                 "--hidden-width", "16", "--hidden-depth", "1", "--lr", "0.01"]
 
 # Phase A drives train() directly so each process can report its own parameter shards.
+# argv: the report directory, then the trainer's arguments.
 DRIVER = textwrap.dedent("""
     import dataclasses, hashlib, json, os, sys
+    report_dir = sys.argv[1]
     sys.argv = [sys.argv[0]] + sys.argv[2:]
     import jax, numpy as np
     from purejaxrl import distributed
@@ -57,14 +64,36 @@ DRIVER = textwrap.dedent("""
     local_shards = [[hashlib.sha256(np.asarray(s.data).tobytes()).hexdigest()
                      for s in leaf.addressable_shards]
                     for leaf in jax.tree.leaves(result.runner_state.params)]
-    print(json.dumps({
-        "process": jax.process_index(), "processes": jax.process_count(),
-        "devices": jax.device_count(), "local_devices": jax.local_device_count(),
-        "updates_done": result.updates_done, "env_steps": result.env_steps, "ticks": ticks,
-        "local_shards": local_shards,
-        "env_rows_here": sum(s.data.shape[0] for s in
-                             result.runner_state.env_keys.addressable_shards),
-    }))
+    report = os.path.join(report_dir, f"process{jax.process_index()}.json")
+    with open(report, "w") as handle:
+        json.dump({
+            "process": jax.process_index(), "processes": jax.process_count(),
+            "devices": jax.device_count(), "local_devices": jax.local_device_count(),
+            "updates_done": result.updates_done, "env_steps": result.env_steps, "ticks": ticks,
+            "local_shards": local_shards,
+            "env_rows_here": sum(s.data.shape[0] for s in
+                                 result.runner_state.env_keys.addressable_shards),
+        }, handle)
+""")
+
+# Runs a script (argv: the report directory, the script, its arguments) as ``python script``
+# would, and writes {"code", "stdout"} to <report dir>/process<--process-id>.json: the stdout
+# is what Python printed (sys.stdout), captured apart from the C++ runtime's writes to fd 1.
+CAPTURED = textwrap.dedent("""
+    import contextlib, io, json, os, runpy, sys
+    report_dir, script = sys.argv[1], sys.argv[2]
+    sys.argv = sys.argv[2:]
+    rank = sys.argv[sys.argv.index("--process-id") + 1] if "--process-id" in sys.argv else "0"
+    printed = io.StringIO()
+    code = 0
+    with contextlib.redirect_stdout(printed):
+        try:
+            runpy.run_path(script, run_name="__main__")
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else (stop.code is not None)
+    with open(os.path.join(report_dir, f"process{rank}.json"), "w") as handle:
+        json.dump({"code": int(code), "stdout": printed.getvalue()}, handle)
+    sys.exit(code)
 """)
 
 
@@ -120,6 +149,23 @@ def _two_process_launch(argv, cwds):
     return _launch(commands, cwds, devices=2)
 
 
+def _report_dir(root, name):
+    directory = root / name
+    directory.mkdir()
+    return directory
+
+
+def _read_reports(directory, processes=2):
+    """The per-process report files, process 0 first."""
+    reports = []
+    for rank in range(processes):
+        path = directory / f"process{rank}.json"
+        assert path.is_file(), f"process {rank} wrote no report ({path.name})"
+        with open(path) as handle:
+            reports.append(json.load(handle))
+    return reports
+
+
 def _load(path):
     with open(path, "rb") as handle:
         return pickle.load(handle)
@@ -145,30 +191,32 @@ def runs(tmp_path_factory, compile_cache_dir):
               "--keep-checkpoints", "5", "--updates-per-chunk", "1", "--no-wandb", "--quiet",
               "--compile-cache-dir", compile_cache_dir]
 
-    two = _two_processes([sys.executable, "-c", DRIVER, REPO_ROOT],
+    two_reports, resumed_reports = _report_dir(root, "two"), _report_dir(root, "resumed")
+    two = _two_processes([sys.executable, "-c", DRIVER, str(two_reports)],
                          common + ["--stop-after-updates", "2"], [host0, host1])
     host1_files_after_training = _files_under(host1)
     one = _launch([[sys.executable, TRAIN_SCRIPT] + CONFIG_FLAGS + common
                    + ["--stop-after-updates", "3"]], [single], devices=4)[0]
-    resumed = _two_processes([sys.executable, TRAIN_SCRIPT],
+    resumed = _two_processes([sys.executable, "-c", CAPTURED, str(resumed_reports), TRAIN_SCRIPT],
                              common + ["--resume", "ckpt/mh", "--stop-after-updates", "1"],
                              [host0, host1])
     wrong_count = _launch([[sys.executable, TRAIN_SCRIPT, "--resume",
                             str(host0 / "ckpt" / "mh"), "--no-wandb", "--no-compile-cache"]],
                           [single], devices=4)[0]
     return dict(two=two, one=one, resumed=resumed, wrong_count=wrong_count,
+                two_reports=two_reports, resumed_reports=resumed_reports,
                 host0=host0, host1=host1, single=single,
                 host1_files_after_training=host1_files_after_training)
 
 
-def _reports(results):
-    for code, out, err in results:
+def _reports(runs, name="two"):
+    for code, out, err in runs[name]:
         assert code == 0, err[-4000:]
-    return [json.loads(out.strip().splitlines()[-1]) for _, out, _ in results]
+    return _read_reports(runs[f"{name}_reports"])
 
 
 def test_two_processes_train_on_the_global_mesh(runs):
-    reports = _reports(runs["two"])
+    reports = _reports(runs)
     assert [r["process"] for r in reports] == [0, 1]
     for report in reports:
         assert (report["processes"], report["devices"], report["local_devices"]) == (2, 4, 2)
@@ -181,12 +229,12 @@ def test_two_processes_train_on_the_global_mesh(runs):
 
 def test_live_progress_ticks_once_per_update_on_process_zero(runs):
     """One host callback per update for the whole run, from a device of process 0."""
-    reports = _reports(runs["two"])
+    reports = _reports(runs)
     assert reports[0]["ticks"] == [1, 2] and reports[1]["ticks"] == []
 
 
 def test_parameters_identical_on_all_devices_of_both_processes(runs):
-    reports = _reports(runs["two"])
+    reports = _reports(runs)
     leaves = len(reports[0]["local_shards"])
     assert leaves > 0
     for leaf in range(leaves):
@@ -195,7 +243,7 @@ def test_parameters_identical_on_all_devices_of_both_processes(runs):
 
 
 def test_only_process_zero_writes_files(runs):
-    _reports(runs["two"])
+    _reports(runs)
     assert runs["host1_files_after_training"] == []
     assert _files_under(runs["host1"]) == []  # also after the resumed run
     written = _files_under(runs["host0"])
@@ -226,12 +274,10 @@ def test_checkpoint_holds_every_process_envs_and_matches_one_process(runs):
 
 
 def test_two_process_checkpoint_resumes_in_two_processes(runs):
-    for code, _, err in runs["resumed"]:
-        assert code == 0, err[-4000:]
-    out0, out1 = runs["resumed"][0][1], runs["resumed"][1][1]
-    ours = lambda out: [line for line in out.splitlines() if "peer ranks" not in line]
-    assert any(line.startswith("done: 3 updates") for line in ours(out0))
-    assert ours(out1) == []  # process 1 prints nothing (gloo's own connection lines aside)
+    first, second = _reports(runs, "resumed")
+    assert first["code"] == second["code"] == 0
+    assert any(line.startswith("done: 3 updates") for line in first["stdout"].splitlines())
+    assert second["stdout"] == ""  # process 1 prints nothing
     resumed = _load(runs["host0"] / "ckpt" / "mh" / "checkpoint_3.pkl")
     one = _load(runs["single"] / "ckpt" / "mh" / "checkpoint_3.pkl")
     assert resumed["update"] == 3 and resumed["env_steps"] == 192
@@ -252,11 +298,14 @@ def test_preflight_runs_across_two_processes(tmp_path):
     """check_runtime.py on both processes at once: the all-reduce and the training update
     cross processes, and --expect-devices counts the devices of both."""
     script = os.path.join(REPO_ROOT, "scripts", "check_runtime.py")
+    reports = _report_dir(tmp_path, "reports")
     results = _two_process_launch(
-        [sys.executable, script, "--env", "toy", "--expect-devices", "4",
-         "--compile-cache-dir", str(tmp_path / "cache")], [tmp_path, tmp_path])
-    for rank, (code, out, err) in enumerate(results):
-        assert code == 0, out[-3000:] + err[-3000:]
-        assert "PASS distributed" in out and f"process {rank} of 2" in out
-        assert "PASS all_reduce" in out and "psum over 4 device(s) = 10" in out
-        assert "all 7 checks passed" in out
+        [sys.executable, "-c", CAPTURED, str(reports), script, "--env", "toy",
+         "--expect-devices", "4", "--compile-cache-dir", str(tmp_path / "cache")],
+        [tmp_path, tmp_path])
+    for rank, ((code, out, err), report) in enumerate(zip(results, _read_reports(reports))):
+        assert code == report["code"] == 0, out[-3000:] + err[-3000:]
+        printed = report["stdout"]
+        assert "PASS distributed" in printed and f"process {rank} of 2" in printed
+        assert "PASS all_reduce" in printed and "psum over 4 device(s) = 10" in printed
+        assert "all 7 checks passed" in printed
