@@ -5,6 +5,7 @@ Modules: ``config`` (TrainConfig, RunOptions, validation, batch auto-scaling), `
 loss, jitted chunks of updates over all local devices), ``train`` (host loop: logging,
 evaluation, checkpoints, signals), ``checkpoint``, ``logger``, ``evaluation`` (greedy / sampled /
 random / heuristic policies on separate envs), ``toy_env`` (a tiny deterministic corridor with
-HackMatrix's interface, for tests). Entry points: ``scripts/train_purejaxrl.py`` and
-``scripts/evaluate.py``.
+HackMatrix's interface, for tests), ``env_protocol`` (what the trainer needs from an env, and
+the contract check run on both envs), ``env_throughput`` (the env-only benchmark). Entry
+points: ``scripts/train_purejaxrl.py`` and ``scripts/evaluate.py``.
 """
