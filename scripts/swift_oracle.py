@@ -26,7 +26,8 @@ import os
 import subprocess
 import sys
 
-from envs.hackmatrix.swift_io.swift_build import BINARY_ENV_VAR, DEFAULT_CACHE_DIR, OracleError, log, oracle
+from envs.hackmatrix.swift_io.swift_build import (BINARY_ENV_VAR, DEFAULT_CACHE_DIR, OracleError,
+                                                  log, oracle)
 
 
 def main(argv=None) -> int:
