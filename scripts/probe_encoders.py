@@ -45,7 +45,7 @@ def main(argv=None) -> int:
     from purejaxrl import ppo
     from purejaxrl.config import TrainConfig
     from envs.hackmatrix.baselines import heuristic_policy
-    from envs.hackmatrix.core.constants import N_DIRECTIONS
+    from envs.hackmatrix.core.constants import N_ACTIONS, N_DIRECTIONS
     from purejaxrl.networks import greedy_masked, masked_log_probs
 
     env, env_params = ppo.make_env(TrainConfig())
@@ -76,12 +76,12 @@ def main(argv=None) -> int:
     size = int(train_actions.shape[0])
     print(f"collected {size:,} training and {int(test_actions.shape[0]):,} held-out heuristic "
           f"steps in {time.perf_counter() - start:.0f}s; action histogram "
-          f"{np.bincount(np.asarray(train_actions), minlength=28)[:6].tolist()} (0-5)")
+          f"{np.bincount(np.asarray(train_actions), minlength=N_ACTIONS)[:6].tolist()} (0-5)")
 
     results = {}
     for encoder in args.encoders:
         config = TrainConfig(encoder=encoder, hidden_width=args.hidden_width)
-        network = ppo.make_network(config, 28)
+        network = ppo.make_network(config, N_ACTIONS)
         params = network.init(jax.random.PRNGKey(args.seed),
                               jax.tree.map(lambda x: x[0], train_obs))
         optimizer = optax.adam(args.lr)

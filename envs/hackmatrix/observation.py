@@ -18,7 +18,7 @@ from .core.state import EnvState
 
 N_PLAYER_FEATURES = 10
 N_GRID_CHANNELS = 42
-FLAT_SIZE = 10 + 23 + 6 * 6 * N_GRID_CHANNELS  # 1545
+FLAT_SIZE = N_PLAYER_FEATURES + N_PROGRAMS + N_CELLS * N_GRID_CHANNELS  # 1545
 
 # Grid channels (§9.2).
 CH_ENEMY_TYPE = 0  # 0..3 one-hot virus, daemon, glitch, cryptog

@@ -14,7 +14,7 @@ import numpy as np
 from .constants import (ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BOM, DAEMON, DEBUG,
                         DELAY, EMPTY, ENEMY_MAX_HP, EXCH, GRID, HACK, N_CELLS, N_PROGRAMS, N_STAGES,
                         POLY, PROGRAM_COST_CREDITS, PROGRAM_COST_ENERGY, PULL, PUSH, REDUC, RESET,
-                        ROW, SCORE, SHOW, SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
+                        ROW, ROW_OF, COL_OF, SCORE, SHOW, SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
 from .entities import (cell_index, list_rank, damage_enemies, enemies_on, first_in_order, remove_dead_enemies,
                        on_board, remove_enemies, remove_transmissions, transmissions_on)
 from .history import undo
@@ -30,11 +30,11 @@ def program_applicable(state: EnvState) -> jax.Array:
     any_transmission = jnp.any(t.active)
     is_block = g.content == BLOCK
     enemy_cells = cell_index(e.row, e.col)
-    enemy_on_block = jnp.any(e.active & is_block[jnp.clip(enemy_cells, 0, 35)]
+    enemy_on_block = jnp.any(e.active & is_block[jnp.clip(enemy_cells, 0, N_CELLS - 1)]
                              & on_board(e.row, e.col))
     # CRASH: an in-bounds 8-neighbour holds a block, an enemy or a transmission.
-    drow = jnp.arange(36) // 6 - p.row
-    dcol = jnp.arange(36) % 6 - p.col
+    drow = jnp.asarray(ROW_OF) - p.row
+    dcol = jnp.asarray(COL_OF) - p.col
     ring = (jnp.abs(drow) <= 1) & (jnp.abs(dcol) <= 1) & ~((drow == 0) & (dcol == 0))
     on_ring = lambda rows, cols, active: jnp.any(  # noqa: E731
         active & (jnp.abs(rows - p.row) <= 1) & (jnp.abs(cols - p.col) <= 1)
