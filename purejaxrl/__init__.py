@@ -6,6 +6,7 @@ loss, jitted chunks of updates over all local devices), ``train`` (host loop: lo
 evaluation, checkpoints, signals), ``checkpoint``, ``logger``, ``evaluation`` (greedy / sampled /
 random / heuristic policies on separate envs), ``toy_env`` (a tiny deterministic corridor with
 HackMatrix's interface, for tests), ``env_protocol`` (what the trainer needs from an env, and
-the contract check run on both envs), ``env_throughput`` (the env-only benchmark). Entry
-points: ``scripts/train_purejaxrl.py`` and ``scripts/evaluate.py``.
+the contract check run on both envs), ``env_throughput`` (the env-only benchmark), ``cli``
+(the command lines of ``scripts/train_purejaxrl.py`` and ``scripts/evaluate.py``, also installed
+as ``hackmatrix-train`` and ``hackmatrix-evaluate``).
 """

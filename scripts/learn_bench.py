@@ -16,7 +16,6 @@ reported, never the best alone; the table ends with the median over seeds and th
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import os
 import shlex
 import sys
@@ -24,16 +23,6 @@ import sys
 from purejaxrl.config import ConfigError, validate_config
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS,
                                           LEDGER, TIERS)
-
-
-def _training_cli():
-    """scripts/train_purejaxrl.py as a module: its flags, defaults and config derivation are
-    the benchmark's, so a benchmarked configuration is exactly what the main command runs."""
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "train_purejaxrl.py")
-    spec = importlib.util.spec_from_file_location("train_purejaxrl", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -64,7 +53,9 @@ def main(argv=None) -> int:
     tier = TIERS[args.tier]
     seeds = args.seeds if args.seeds is not None else list(range(tier.num_seeds))
     label = args.label or args.tier
-    train_purejaxrl = _training_cli()
+    # The main command's flags, defaults and config derivation are the benchmark's, so a
+    # benchmarked configuration is exactly what scripts/train_purejaxrl.py runs.
+    from purejaxrl.cli import train as train_purejaxrl
     train_parser = train_purejaxrl.build_parser()
     try:
         if args.eval_episodes < 1:

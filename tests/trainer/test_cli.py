@@ -13,7 +13,7 @@ import pytest
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(REPO_ROOT, "scripts", "train_purejaxrl.py")
 EVALUATE = os.path.join(REPO_ROOT, "scripts", "evaluate.py")
-from scripts.train_purejaxrl import main as train_main  # noqa: E402
+from purejaxrl.cli.train import main as train_main  # noqa: E402
 
 TINY = ["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width", "16",
         "--hidden-depth", "1", "--no-wandb", "--max-episode-steps", "6"]
@@ -138,7 +138,7 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
 
 def test_defaults_wandb_on_and_persistent_compile_cache_on():
     from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR
-    from scripts.train_purejaxrl import build_parser, run_options_from_args
+    from purejaxrl.cli.train import build_parser, run_options_from_args
     options = run_options_from_args(build_parser().parse_args([]))
     assert options.wandb and options.artifact and options.wandb_mode == "online"
     assert options.compile_cache_dir == DEFAULT_COMPILE_CACHE_DIR

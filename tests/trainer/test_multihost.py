@@ -47,7 +47,7 @@ DRIVER = textwrap.dedent("""
     sys.argv = [sys.argv[0]] + sys.argv[2:]
     import jax, numpy as np
     from purejaxrl import distributed
-    from scripts.train_purejaxrl import build_parser, config_from_args, run_options_from_args
+    from purejaxrl.cli.train import build_parser, config_from_args, run_options_from_args
 
     args = build_parser().parse_args(sys.argv[1:])
     distributed.initialize(args.distributed, args.coordinator_address, args.num_processes,

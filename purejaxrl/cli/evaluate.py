@@ -1,0 +1,126 @@
+"""Compare policies on the same seeds: a trained checkpoint (greedy and sampled), a uniformly
+random legal policy, and the scripted heuristic where the environment has one.
+
+    python scripts/evaluate.py --checkpoint checkpoints/<run-name> --episodes 256
+    python scripts/evaluate.py --env hackmatrix --policies random
+
+Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
+of the table face identical starting boards.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from purejaxrl.backend import choose_platforms, describe_backend
+
+choose_platforms()  # before anything imports JAX
+
+from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
+
+POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
+COLUMNS = ("win_rate", "stage_mean", "return_mean", "length_mean", "death_rate",
+           "truncation_rate", "invalid_actions", "unfinished")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--checkpoint", help="checkpoint file, or run directory (latest)")
+    parser.add_argument("--policies", help=f"comma-separated subset of {', '.join(POLICY_CHOICES)}"
+                        " (default: all that apply)")
+    parser.add_argument("--episodes", type=int, default=256)
+    parser.add_argument("--seed", type=int, default=12345)
+    parser.add_argument("--max-steps", type=int, default=2000,
+                        help="step cap per episode when the env has no time limit")
+    parser.add_argument("--env", choices=ENV_CHOICES, help="default: the checkpoint's, else hackmatrix")
+    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
+    parser.add_argument("--max-episode-steps", type=int)
+    parser.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    return parser
+
+
+def format_table(results: dict) -> str:
+    width = max(len(name) for name in results) + 2
+    lines = ["policy".ljust(width) + "".join(c.rjust(16) for c in COLUMNS)]
+    for name, summary in results.items():
+        cells = []
+        for column in COLUMNS:
+            value = summary[column]
+            cells.append((f"{value:.4f}" if isinstance(value, float) else str(value)).rjust(16))
+        lines.append(name.ljust(width) + "".join(cells))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    if args.episodes < 1:
+        print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        return 2
+    requested = args.policies.split(",") if args.policies else None
+    unknown = [p for p in requested or [] if p not in POLICY_CHOICES]
+    if unknown:
+        print(f"error: unknown policies {unknown}; choose from {POLICY_CHOICES}", file=sys.stderr)
+        return 2
+    if requested and any(p.startswith("checkpoint") for p in requested) and not args.checkpoint:
+        print("error: checkpoint policies need --checkpoint", file=sys.stderr)
+        return 2
+
+    import jax
+    from purejaxrl import ppo
+    print(describe_backend(), file=sys.stderr)
+    from purejaxrl.checkpoint import CheckpointError, load_checkpoint
+    from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
+                                      random_policy, summarize_episodes)
+
+    config, params = TrainConfig(), None
+    if args.checkpoint:
+        try:
+            checkpoint = load_checkpoint(args.checkpoint)
+        except CheckpointError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 1
+        config = TrainConfig.from_dict(checkpoint["config"])
+        params = checkpoint["runner_state"].params
+        print(f"checkpoint {checkpoint['path']} (update {checkpoint['update']}, "
+              f"{checkpoint['env_steps']:,} env steps)")
+    overrides = {name: getattr(args, name) for name in
+                 ("env", "reward_shaping", "max_episode_steps", "close_undo_exploit")
+                 if getattr(args, name) is not None}
+    config = config.replace(**overrides)
+    if params is not None and config.env != TrainConfig.from_dict(checkpoint["config"]).env:
+        print("error: --env differs from the checkpoint's environment", file=sys.stderr)
+        return 2
+
+    env, env_params, network, _, _ = ppo.build(config)
+    heuristic = heuristic_policy(config.env)
+    policies = {}
+    if params is not None:
+        policies["checkpoint-greedy"] = network_policy(network, params, greedy=True)
+        policies["checkpoint-sampled"] = network_policy(network, params, greedy=False)
+    policies["random"] = random_policy
+    if heuristic is not None:
+        policies["heuristic"] = heuristic
+    if requested:
+        missing = [p for p in requested if p not in policies]
+        if missing:
+            print(f"error: not available for env {config.env!r}: {missing}", file=sys.stderr)
+            return 2
+        policies = {name: policies[name] for name in requested}
+
+    # Every row plays from the same key, hence the same starting boards.
+    key = jax.random.PRNGKey(args.seed)
+    play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
+                                  args.max_steps)
+    results = {name: summarize_episodes(play(index, key))
+               for index, name in enumerate(policies)}
+    print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
+    print(format_table(results))
+    if args.json:
+        with open(args.json, "w", encoding="utf-8") as handle:
+            json.dump(results, handle, indent=2)
+    return 0
+

@@ -1,0 +1,241 @@
+"""Train masked PPO on HackMatrix (or the toy corridor) with the PureJaxRL-style trainer.
+
+    python scripts/train_purejaxrl.py --num-envs 2048
+    python scripts/train_purejaxrl.py --resume checkpoints/<run-name>          # continue a run
+    python scripts/train_purejaxrl.py --resume ckpt.pkl --weights-only --lr 1e-4  # new run from weights
+
+The minibatch count and the epochs follow the batch size (``auto_scale_for_batch_size``) unless
+given. On resume, the checkpoint's config is used; a training flag that contradicts it is an
+error naming the field (run options such as --save-interval may change). Uses every local
+device (``--num-devices`` to restrict).
+
+Multi-host (TPU pod slices): run the same command on every host. On a Cloud TPU VM the
+processes find each other by themselves (``jax.distributed.initialize``); elsewhere pass
+--coordinator-address HOST:PORT --num-processes N --process-id I. The global batch is split over
+every device of every process; only process 0 writes logs and checkpoints.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+
+from purejaxrl.backend import choose_platforms, describe_backend
+
+choose_platforms()  # before anything imports JAX
+
+from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
+from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
+                              DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES, ENV_CHOICES,
+                              REWARD_SHAPING_CHOICES, TRAINING_REWARD_CHOICES,
+                              ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
+                              validate_config, validate_run_options)
+
+# CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
+_CONFIG_FLAGS = (
+    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "training_reward",
+    "total_timesteps",
+    "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
+    "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
+    "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
+    "separate_torsos", "compute_dtype", "encoder", "cell_features", "num_devices", "seed")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    flag = argparse.BooleanOptionalAction
+    env = parser.add_argument_group("environment")
+    env.add_argument("--env", choices=ENV_CHOICES, help="default hackmatrix (toy: for tests)")
+    env.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, help="default swift")
+    env.add_argument("--max-episode-steps", type=int,
+                     help="truncation limit (default: the environment's)")
+    env.add_argument("--close-undo-exploit", action=flag,
+                     help="clear the UNDO history at each stage start (decisions R9)")
+    env.add_argument("--training-reward", choices=TRAINING_REWARD_CHOICES,
+                     help="env: the environment's reward; progress: without the components "
+                          "that only pay for postponing death (damage, recovery, death "
+                          "penalties) and without the penalty for spending resources")
+    batch = parser.add_argument_group("batch")
+    batch.add_argument("--total-timesteps", type=int, help="default 50,000,000")
+    batch.add_argument("--num-envs", type=int, help="global env count, default 256")
+    batch.add_argument("--num-steps", type=int, help="rollout length, default 128")
+    batch.add_argument("--num-minibatches", type=int, help="default: auto-scaled")
+    batch.add_argument("--update-epochs", type=int, help="default: auto-scaled")
+    batch.add_argument("--num-devices", type=int, help="default: all local devices")
+    ppo_args = parser.add_argument_group("PPO")
+    ppo_args.add_argument("--lr", type=float, help="default 2.5e-4")
+    ppo_args.add_argument("--anneal-lr", action=flag, help="linear LR anneal to 0 (default on)")
+    ppo_args.add_argument("--gamma", type=float, help="default 0.99")
+    ppo_args.add_argument("--gae-lambda", type=float, help="default 0.95")
+    ppo_args.add_argument("--clip-eps", type=float, help="default 0.2")
+    ppo_args.add_argument("--clip-value-loss", action=flag, help="default on")
+    ppo_args.add_argument("--ent-coef", type=float, help="default 0.01")
+    ppo_args.add_argument("--vf-coef", type=float, help="default 0.5")
+    ppo_args.add_argument("--max-grad-norm", type=float, help="default 0.5")
+    ppo_args.add_argument("--normalize-advantages", action=flag, help="default on")
+    ppo_args.add_argument("--normalize-rewards", action=flag,
+                          help="divide rewards by the running std of the discounted return")
+    ppo_args.add_argument("--seed", type=int, help="default 0")
+    net = parser.add_argument_group("network")
+    net.add_argument("--hidden-width", type=int, help="default 256")
+    net.add_argument("--hidden-depth", type=int, help="hidden layers per torso, default 2")
+    net.add_argument("--activation", choices=ACTIVATION_CHOICES, help="default tanh")
+    net.add_argument("--encoder", choices=ENCODER_CHOICES,
+                     help="flat: MLP over the flat 1545 view; egocentric: player-centred grid "
+                          "with a per-cell embedding")
+    net.add_argument("--cell-features", type=int,
+                     help="egocentric encoder: features per cell, default 8")
+    net.add_argument("--separate-torsos", action=flag,
+                     help="separate actor and critic MLPs (default: one shared torso)")
+    net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,
+                     help="matmul dtype, default float32 (parameters stay float32)")
+    run = parser.add_argument_group("run management")
+    run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>")
+    run.add_argument("--checkpoint-dir", default="checkpoints")
+    run.add_argument("--save-interval-minutes", type=float, default=10.0)
+    run.add_argument("--save-interval", type=int, help="also save every N updates")
+    run.add_argument("--keep-checkpoints", type=int, default=3)
+    run.add_argument("--updates-per-chunk", type=int, default=10,
+                     help="updates per jitted chunk; logging happens between chunks")
+    run.add_argument("--resume", metavar="PATH", help="checkpoint file, or run directory (latest)")
+    run.add_argument("--weights-only", action="store_true",
+                     help="with --resume: load only the parameters into a new run")
+    run.add_argument("--stop-after-updates", type=int,
+                     help="save and stop after this many updates in this session")
+    run.add_argument("--eval-interval", type=int, help="evaluate every N updates (default off)")
+    run.add_argument("--eval-envs", type=int, default=64)
+    run.add_argument("--eval-max-steps", type=int, default=2000)
+    run.add_argument("--compile-cache-dir", default=DEFAULT_COMPILE_CACHE_DIR)
+    run.add_argument("--no-compile-cache", action="store_true")
+    run.add_argument("--no-wandb", action="store_true")
+    run.add_argument("--wandb-project", default="hackmatrix")
+    run.add_argument("--wandb-entity")
+    run.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
+    run.add_argument("--no-artifact", action="store_true",
+                     help="do not upload checkpoints to wandb as artifact versions")
+    run.add_argument("--quiet", action="store_true")
+    run.add_argument("--no-progress", action="store_true",
+                     help="no live progress inside a chunk (then the chunk is kept in the "
+                          "compile cache)")
+    multi = parser.add_argument_group("multi-process (multi-host)")
+    multi.add_argument("--distributed", choices=DISTRIBUTED_MODES, default="auto",
+                       help="auto (default): start jax.distributed on Cloud TPU VMs or when "
+                            "JAX_COORDINATOR_ADDRESS is set; on: always, with JAX's cluster "
+                            "auto-detection; off: one process")
+    multi.add_argument("--coordinator-address", metavar="HOST:PORT",
+                       help="process 0's address (explicit launch; with the two flags below)")
+    multi.add_argument("--num-processes", type=int, help="processes in the run")
+    multi.add_argument("--process-id", type=int, help="this process's index, 0..N-1")
+    return parser
+
+
+def run_options_from_args(args) -> RunOptions:
+    return RunOptions(
+        run_name=args.run_name, checkpoint_dir=args.checkpoint_dir,
+        save_interval_minutes=args.save_interval_minutes, save_interval=args.save_interval,
+        keep_checkpoints=args.keep_checkpoints, updates_per_chunk=args.updates_per_chunk,
+        eval_interval=args.eval_interval, eval_envs=args.eval_envs,
+        eval_max_steps=args.eval_max_steps, wandb=not args.no_wandb,
+        wandb_project=args.wandb_project, wandb_entity=args.wandb_entity,
+        wandb_mode=args.wandb_mode, artifact=not args.no_wandb and not args.no_artifact,
+        compile_cache_dir=None if args.no_compile_cache else args.compile_cache_dir,
+        quiet=args.quiet, progress=not args.no_progress)
+
+
+def config_from_args(args, base: TrainConfig | None, devices: int, say=print) -> TrainConfig:
+    """Explicit flags over ``base`` (a checkpoint's config) or over the defaults with the
+    auto-scaled minibatch count and epochs (``devices``: all devices of all processes)."""
+    explicit = {name: getattr(args, name) for name in _CONFIG_FLAGS
+                if getattr(args, name) is not None}
+    if base is not None:
+        return base.replace(**explicit)
+    config = TrainConfig().replace(**explicit)
+    if "num_devices" not in explicit:
+        config = config.replace(num_devices=devices)
+    for name in ("num_envs", "num_steps", "num_devices"):
+        value = getattr(config, name)
+        if not isinstance(value, int) or value < 1:
+            raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
+    scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
+                                       explicit.get("num_minibatches"),
+                                       explicit.get("update_epochs"), config.num_devices)
+    say(f"batch {config.num_envs} envs x {config.num_steps} steps = "
+        f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
+    return config.replace(num_minibatches=scaled.num_minibatches,
+                          update_epochs=scaled.update_epochs)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    options = run_options_from_args(args)
+    try:
+        validate_run_options(options)
+        if args.weights_only and not args.resume:
+            raise ConfigError("--weights-only needs --resume PATH")
+        if args.stop_after_updates is not None and args.stop_after_updates < 1:
+            raise ConfigError(f"--stop-after-updates must be >= 1, got {args.stop_after_updates}")
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+
+    # Imported after the cheap checks so that bad flags fail fast.
+    import jax
+    from purejaxrl import distributed
+    from purejaxrl.checkpoint import CheckpointError
+
+    checkpoint = None
+    say = lambda *a, **k: None  # noqa: E731 - process 0 alone prints, once it is known
+    try:
+        distributed.initialize(args.distributed, args.coordinator_address, args.num_processes,
+                               args.process_id)
+        # After initialize: importing gymnax (via the envs) already starts the XLA backend.
+        from purejaxrl.logger import Console
+        from purejaxrl.train import train
+        # Devices of every process: the global batch is split over all of them.
+        available = jax.device_count()
+        if distributed.is_primary():
+            console = Console()  # a closed stdout silences it, never fails the run
+            say = lambda message, **_: console.line(message)  # noqa: E731
+        say(describe_backend())
+        base = None
+        if args.resume:
+            checkpoint = distributed.load_checkpoint_everywhere(args.resume)
+            say(f"loaded {checkpoint['path']} (update {checkpoint['update']})", flush=True)
+            if not args.weights_only:
+                base = TrainConfig.from_dict(checkpoint["config"])
+                if base.num_devices > available and args.num_devices is None:
+                    raise ConfigError(
+                        f"the checkpoint was trained on {base.num_devices} devices but only "
+                        f"{available} are available; pass --num-devices N to "
+                        "continue on N devices (same global batch; the minibatch shuffles, "
+                        "hence the exact numbers, then differ from the original split)")
+        config = config_from_args(args, base, available, say)
+        validate_config(config)
+        if config.num_devices > available:
+            raise ConfigError(f"--num-devices {config.num_devices} but only {available} "
+                              "devices")
+        result = train(config, options, checkpoint=checkpoint, weights_only=args.weights_only,
+                       stop_after_updates=args.stop_after_updates)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except (CheckpointError, distributed.DistributedError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:  # before training started: nothing to save
+        print("interrupted before training started", file=sys.stderr)
+        return 128 + signal.SIGINT
+    except Exception as error:
+        if type(error).__module__.startswith("wandb"):
+            print(f"error: wandb failed ({type(error).__name__}: {error}); log in with "
+                  "`wandb login`, or pass --wandb-mode offline or --no-wandb", file=sys.stderr)
+            return 1
+        raise
+    say(f"done: {result.updates_done} updates, {result.env_steps:,} env steps; "
+        f"last checkpoint {result.last_checkpoint}", flush=True)
+    if result.interrupted:  # 128 + the stop signal, as a shell reports a death by signal
+        return 128 + (result.stop_signal or signal.SIGINT)
+    return 0
+
