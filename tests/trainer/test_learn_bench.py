@@ -64,6 +64,36 @@ def test_learning_curve_png_is_written(bench_run):
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
+def test_an_interrupted_seed_is_not_recorded_and_finished_rows_are_kept(tmp_path,
+                                                                      compile_cache_dir):
+    """Rows are appended as they are made (baselines first, then each seed): a stop during the
+    second seed keeps the first seed's row and records nothing for the seed cut short."""
+    import dataclasses
+
+    from purejaxrl.config import RunOptions, TrainConfig
+    from purejaxrl.learning_benchmark import run
+    from purejaxrl.train import train
+
+    config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
+                         hidden_width=16, num_minibatches=4, update_epochs=4)
+    options = RunOptions(checkpoint_dir=str(tmp_path / "runs"), wandb=False, quiet=True,
+                         compile_cache_dir=compile_cache_dir)
+
+    def train_then_stop_on_seed_2(seed_config, seed_options):
+        result = train(seed_config, seed_options)
+        if seed_config.seed == 2:
+            return dataclasses.replace(result, interrupted=True, stop_signal=15)
+        return result
+
+    ledger = tmp_path / "ledger.jsonl"
+    outcome = run(config, [1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger), None,
+                  train_then_stop_on_seed_2, say=lambda line: None)
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert outcome["stop_signal"] == 15
+    assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1]
+    assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
+
+
 def test_bad_label_and_resume_are_refused_with_exit_2(tmp_path):
     learn_bench = load_script("learn_bench")
     assert learn_bench.main(["--label", "a/b", "--ledger", str(tmp_path / "l.jsonl")]) == 2
