@@ -211,7 +211,10 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                "sps": result.env_steps / train_seconds if train_seconds else None,
                "compile_seconds": result.chunk.compile_seconds,
                "config": seed_config.to_dict(), "eval": evaluation,
-               "curve": learning_curve(records), "checkpoint": result.last_checkpoint,
+               "curve": learning_curve(records),
+               # relative to --checkpoint-dir: a ledger row names no path of the machine
+               "checkpoint": (os.path.relpath(result.last_checkpoint, options.checkpoint_dir)
+                              if result.last_checkpoint else None),
                "final_training": {k: v for k, v in (records[-1] if records else {}).items()
                                   if k.startswith(("episode/", "ppo/", "actions/"))}}
         seed_rows.append(row)

@@ -46,6 +46,8 @@ def test_every_seed_and_both_baselines_get_a_ledger_row(bench_run):
 def test_seed_rows_hold_greedy_and_sampled_evaluation_and_the_trained_budget(bench_run):
     for row in (r for r in bench_run["rows"] if r["kind"] == "seed"):
         assert row["config"]["seed"] == row["seed"] and row["env_steps"] == 64
+        # named relative to --checkpoint-dir, never by a path of the machine
+        assert row["checkpoint"].startswith(f"tiny-s{row['seed']}{os.sep}checkpoint_")
         for mode in ("greedy", "sampled"):
             summary = row["eval"][mode]
             assert summary["episodes"] == 8
