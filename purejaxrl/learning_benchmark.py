@@ -172,13 +172,21 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         options: RunOptions, eval_episodes: int, ledger: Optional[str],
         plot_path: Optional[str], train: Callable, say=print) -> dict:
     """Train and evaluate every seed, then the baselines; append the rows to ``ledger`` and
-    draw ``plot_path``. Returns {"seeds": rows, "baselines": summaries, "table": text}."""
+    draw ``plot_path``. Returns {"seeds": rows, "baselines": summaries, "table": text,
+    "stop_signal": the signal that interrupted a seed, else None}."""
     evaluate = make_network_evaluator(config, eval_episodes)
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "backend": jax.default_backend(), "eval_episodes": eval_episodes,
               "eval_key": EVALUATION_KEY}
-    seed_rows = []
+    # Baselines first and every seed's row as soon as it is evaluated: an interrupted
+    # benchmark keeps the seeds it finished.
+    baselines = evaluate_baselines(config, eval_episodes)
+    baseline_rows = [{**common, "kind": "baseline", "policy": name, "eval": summary}
+                     for name, summary in baselines.items()]
+    if ledger:
+        append_rows(ledger, baseline_rows)
+    seed_rows, stop_signal = [], None
     for seed in seeds:
         seed_config = config.replace(seed=seed)
         seed_options = dataclasses.replace(options, run_name=f"{label}-s{seed}")
@@ -186,6 +194,13 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         start = time.perf_counter()
         result = train(seed_config, seed_options)
         wall = time.perf_counter() - start
+        if result.interrupted:
+            # A seed stopped short of the budget is not a result of this tier: keep its
+            # checkpoint, record nothing, run no further seed.
+            say(f"   seed {seed} stopped at {result.env_steps:,} env steps; not recorded "
+                f"(checkpoint {result.last_checkpoint})")
+            stop_signal = result.stop_signal
+            break
         params = jax.device_get(result.runner_state.params)
         evaluation = evaluate(params)
         records = result.records
@@ -196,18 +211,19 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                "sps": result.env_steps / train_seconds if train_seconds else None,
                "compile_seconds": result.chunk.compile_seconds,
                "config": seed_config.to_dict(), "eval": evaluation,
-               "curve": learning_curve(records), "checkpoint": result.last_checkpoint,
+               "curve": learning_curve(records),
+               # relative to --checkpoint-dir: a ledger row names no path of the machine
+               "checkpoint": (os.path.relpath(result.last_checkpoint, options.checkpoint_dir)
+                              if result.last_checkpoint else None),
                "final_training": {k: v for k, v in (records[-1] if records else {}).items()
                                   if k.startswith(("episode/", "ppo/", "actions/"))}}
         seed_rows.append(row)
         say(f"   greedy stage {evaluation['greedy']['stage_mean']:.2f}, sampled "
             f"{evaluation['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")
-    baselines = evaluate_baselines(config, eval_episodes)
-    baseline_rows = [{**common, "kind": "baseline", "policy": name, "eval": summary}
-                     for name, summary in baselines.items()]
-    if ledger:
-        append_rows(ledger, seed_rows + baseline_rows)
-    if plot_path:
-        plot_learning_curves(plot_path, f"{label} ({tier})", seed_rows, baselines)
+        if ledger:
+            append_rows(ledger, [row])
+        if plot_path:
+            plot_learning_curves(plot_path, f"{label} ({tier})", seed_rows, baselines)
     table = summary_table(seed_rows, baselines)
-    return {"seeds": seed_rows, "baselines": baselines, "table": table}
+    return {"seeds": seed_rows, "baselines": baselines, "table": table,
+            "stop_signal": stop_signal}

@@ -29,7 +29,10 @@ DEFAULT_LEDGER = os.path.join("benchmarks", "results.jsonl")
 CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
 # What identifies "the same configuration" across two ledger selections in --compare.
 CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count", "num_devices",
-                     "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype")
+                     "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype",
+                     "encoder", "num_minibatches")
+# Train-mode options that default to the trainer's own defaults (TrainConfig) when not given.
+NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth")
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -48,11 +51,14 @@ def train_config(args, num_envs: int, num_devices: int):
     epochs); the horizon (learning-rate anneal) is the default one unless the timed updates
     need more."""
     from purejaxrl.config import TrainConfig, auto_scale_for_batch_size, validate_config
+    network_choice = {name: getattr(args, name) for name in NETWORK_OPTIONS
+                      if getattr(args, name) is not None}
     config = TrainConfig(env=args.env, reward_shaping=args.reward_shaping, num_envs=num_envs,
-                         num_steps=args.num_steps, hidden_width=args.hidden_width,
-                         separate_torsos=args.separate_torsos, compute_dtype=args.compute_dtype,
-                         num_devices=num_devices, seed=args.seed)
-    scaled = auto_scale_for_batch_size(num_envs, args.num_steps, num_devices=num_devices)
+                         num_steps=args.num_steps, separate_torsos=args.separate_torsos,
+                         compute_dtype=args.compute_dtype, num_devices=num_devices,
+                         seed=args.seed, **network_choice)
+    scaled = auto_scale_for_batch_size(num_envs, args.num_steps, args.num_minibatches,
+                                       num_devices=num_devices)
     updates = args.updates_per_chunk * (args.repeats + 1)
     config = config.replace(num_minibatches=scaled.num_minibatches,
                             update_epochs=scaled.update_epochs,
@@ -114,8 +120,9 @@ def bench_train(args, num_envs: int) -> dict:
         "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
         "updates_per_chunk": args.updates_per_chunk, "repeats": args.repeats,
         "updates_done": updates_done,
-        "hidden_width": config.hidden_width, "separate_torsos": config.separate_torsos,
-        "compute_dtype": config.compute_dtype, "parameters": parameter_count(runner.params),
+        "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
+        "encoder": config.encoder, "cell_features": config.cell_features,
+        "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype, "parameters": parameter_count(runner.params),
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         "sps_median": round(statistics.median(sps), 1), "sps_min": round(min(sps), 1),
         "sps_max": round(max(sps), 1),
@@ -136,7 +143,17 @@ def bench_train(args, num_envs: int) -> dict:
 def print_header() -> None:
     print(f"{'mode':>5} {'env':>10} {'envs':>6} {'steps':>5} {'dev':>3} {'lower s':>8} "
           f"{'compile s':>9} {'steps/s (median)':>17} {'min..max':>21} {'s/update':>9} "
-          f"{'RSS MB':>7}", flush=True)
+          f"{'RSS MB':>7} {'network':>18}", flush=True)
+
+
+def network_label(row: dict) -> str:
+    """e.g. ``egocentric8-128x2/mb128`` (train rows), ``-`` for env rows."""
+    if row["benchmark"] != "train":
+        return "-"
+    encoder = row.get("encoder", "flat")
+    cells = str(row.get("cell_features", "")) if encoder == "egocentric" else ""
+    return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
+            f"/mb{row['num_minibatches']}")
 
 
 def print_row(row: dict) -> None:
@@ -144,7 +161,7 @@ def print_row(row: dict) -> None:
     print(f"{row['benchmark']:>5} {row['env']:>10} {row['num_envs']:>6} {row['num_steps']:>5} "
           f"{row['device_count']:>3} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
           f"{row['sps_median']:>17,.0f} {row['sps_min']:>10,.0f}..{row['sps_max']:<10,.0f} "
-          f"{per_update} {row['peak_host_rss_mb']:>7.0f}", flush=True)
+          f"{per_update} {row['peak_host_rss_mb']:>7.0f} {network_label(row):>18}", flush=True)
     if row.get("invalid_actions") or row.get("masked_actions_sampled") or row.get("nan_reward") \
             or row.get("max_overflow"):
         print(f"  WARNING: invalid={row.get('invalid_actions')} "
@@ -271,7 +288,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
                         help="train mode's environment (env mode is always hackmatrix)")
     parser.add_argument("--reward-shaping", choices=("swift", "potential"), default="swift")
-    parser.add_argument("--hidden-width", type=int, default=256)
+    parser.add_argument("--encoder", choices=("flat", "egocentric"),
+                        help="train mode: the network (default: the trainer's)")
+    parser.add_argument("--cell-features", type=int, help="egocentric per-cell embedding width")
+    parser.add_argument("--hidden-width", type=int, help="default: the trainer's")
+    parser.add_argument("--hidden-depth", type=int, help="default: the trainer's")
+    parser.add_argument("--num-minibatches", type=int,
+                        help="default: auto-scaled for the batch, as the trainer does")
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
                         default=False)
     parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32")

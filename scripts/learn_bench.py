@@ -96,6 +96,8 @@ def main(argv=None) -> int:
     print(outcome["table"])
     if ledger:
         print(f"rows appended to {ledger}; curve {plot}")
+    if outcome["stop_signal"] is not None:
+        return 128 + outcome["stop_signal"]
     return 0
 
 

@@ -40,6 +40,8 @@ _CONFIG_FLAGS = (
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "num_devices", "seed")
+# Defaults derived from the batch or the machine, not from TrainConfig.
+_AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -47,8 +49,10 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     flag = argparse.BooleanOptionalAction
     env = parser.add_argument_group("environment")
-    env.add_argument("--env", choices=ENV_CHOICES, help="default hackmatrix (toy: for tests)")
-    env.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, help="default swift")
+    env.add_argument("--env", choices=ENV_CHOICES, help="toy: for tests")
+    env.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES,
+                     help="swift: Swift's one-directional distance reward (the env's own "
+                          "default); potential: gamma*phi(s') - phi(s) (decisions R7)")
     env.add_argument("--max-episode-steps", type=int,
                      help="truncation limit (default: the environment's)")
     env.add_argument("--close-undo-exploit", action=flag,
@@ -58,39 +62,39 @@ def build_parser() -> argparse.ArgumentParser:
                           "that only pay for postponing death (damage, recovery, death "
                           "penalties) and without the penalty for spending resources")
     batch = parser.add_argument_group("batch")
-    batch.add_argument("--total-timesteps", type=int, help="default 50,000,000")
-    batch.add_argument("--num-envs", type=int, help="global env count, default 256")
-    batch.add_argument("--num-steps", type=int, help="rollout length, default 128")
+    batch.add_argument("--total-timesteps", type=int)
+    batch.add_argument("--num-envs", type=int, help="global env count")
+    batch.add_argument("--num-steps", type=int, help="rollout length")
     batch.add_argument("--num-minibatches", type=int, help="default: auto-scaled")
     batch.add_argument("--update-epochs", type=int, help="default: auto-scaled")
     batch.add_argument("--num-devices", type=int, help="default: all local devices")
     ppo_args = parser.add_argument_group("PPO")
-    ppo_args.add_argument("--lr", type=float, help="default 2.5e-4")
-    ppo_args.add_argument("--anneal-lr", action=flag, help="linear LR anneal to 0 (default on)")
-    ppo_args.add_argument("--gamma", type=float, help="default 0.99")
-    ppo_args.add_argument("--gae-lambda", type=float, help="default 0.95")
-    ppo_args.add_argument("--clip-eps", type=float, help="default 0.2")
-    ppo_args.add_argument("--clip-value-loss", action=flag, help="default on")
-    ppo_args.add_argument("--ent-coef", type=float, help="default 0.01")
-    ppo_args.add_argument("--vf-coef", type=float, help="default 0.5")
-    ppo_args.add_argument("--max-grad-norm", type=float, help="default 0.5")
-    ppo_args.add_argument("--normalize-advantages", action=flag, help="default on")
+    ppo_args.add_argument("--lr", type=float)
+    ppo_args.add_argument("--anneal-lr", action=flag, help="linear LR anneal to 0")
+    ppo_args.add_argument("--gamma", type=float)
+    ppo_args.add_argument("--gae-lambda", type=float)
+    ppo_args.add_argument("--clip-eps", type=float)
+    ppo_args.add_argument("--clip-value-loss", action=flag)
+    ppo_args.add_argument("--ent-coef", type=float)
+    ppo_args.add_argument("--vf-coef", type=float)
+    ppo_args.add_argument("--max-grad-norm", type=float)
+    ppo_args.add_argument("--normalize-advantages", action=flag)
     ppo_args.add_argument("--normalize-rewards", action=flag,
                           help="divide rewards by the running std of the discounted return")
-    ppo_args.add_argument("--seed", type=int, help="default 0")
+    ppo_args.add_argument("--seed", type=int)
     net = parser.add_argument_group("network")
-    net.add_argument("--hidden-width", type=int, help="default 256")
-    net.add_argument("--hidden-depth", type=int, help="hidden layers per torso, default 2")
-    net.add_argument("--activation", choices=ACTIVATION_CHOICES, help="default tanh")
+    net.add_argument("--hidden-width", type=int)
+    net.add_argument("--hidden-depth", type=int, help="hidden layers per torso")
+    net.add_argument("--activation", choices=ACTIVATION_CHOICES)
     net.add_argument("--encoder", choices=ENCODER_CHOICES,
                      help="flat: MLP over the flat 1545 view; egocentric: player-centred grid "
                           "with a per-cell embedding")
     net.add_argument("--cell-features", type=int,
-                     help="egocentric encoder: features per cell, default 8")
+                     help="egocentric encoder: features per cell")
     net.add_argument("--separate-torsos", action=flag,
-                     help="separate actor and critic MLPs (default: one shared torso)")
+                     help="separate actor and critic MLPs (off: one shared torso)")
     net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,
-                     help="matmul dtype, default float32 (parameters stay float32)")
+                     help="matmul dtype (parameters stay float32)")
     run = parser.add_argument_group("run management")
     run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>")
     run.add_argument("--checkpoint-dir", default="checkpoints")
@@ -128,7 +132,22 @@ def build_parser() -> argparse.ArgumentParser:
                        help="process 0's address (explicit launch; with the two flags below)")
     multi.add_argument("--num-processes", type=int, help="processes in the run")
     multi.add_argument("--process-id", type=int, help="this process's index, 0..N-1")
+    _state_config_defaults(parser)
     return parser
+
+
+def _state_config_defaults(parser: argparse.ArgumentParser) -> None:
+    """Append each training flag's default, read from ``TrainConfig`` (the one place the
+    defaults are defined), to its help text."""
+    defaults = TrainConfig()
+    for action in parser._actions:
+        if action.dest in _CONFIG_FLAGS and action.dest not in _AUTO_SCALED_FLAGS:
+            value = getattr(defaults, action.dest)
+            if isinstance(value, bool):
+                value = "on" if value else "off"
+            elif isinstance(value, int) and value >= 10_000:
+                value = f"{value:,}"
+            action.help = f"{action.help + '; ' if action.help else ''}default {value}"
 
 
 def run_options_from_args(args) -> RunOptions:

@@ -1,5 +1,5 @@
 """Batch auto-scaling (issue P2). Reference: 256 envs x 128 steps = 32768 samples, 4 minibatches
-of 8192, 4 epochs; larger batches keep minibatches near 8192 and lower the epochs (floor 2);
+of 8192, 4 epochs; larger batches keep minibatches near 2048 and lower the epochs (floor 2);
 smaller batches keep the reference values; the minibatch count always divides the batch; an
 explicit value wins for its own dimension only."""
 
@@ -14,28 +14,28 @@ def test_reference_batch_keeps_reference_values():
     assert (scaled.num_minibatches, scaled.update_epochs, scaled.minibatch_size) == (4, 4, 8192)
 
 
-def test_2048_envs_gives_32_minibatches_and_2_epochs():
-    """262144 samples: 262144 / 8192 = 32 minibatches; epochs 4 * 32768 / 262144 = 0.5 -> 2."""
+def test_2048_envs_gives_128_minibatches_and_2_epochs():
+    """262144 samples: 262144 / 2048 = 128 minibatches; epochs 4 * 32768 / 262144 = 0.5 -> 2."""
     scaled = auto_scale_for_batch_size(2048, 128)
-    assert (scaled.num_minibatches, scaled.update_epochs, scaled.minibatch_size) == (32, 2, 8192)
+    assert (scaled.num_minibatches, scaled.update_epochs, scaled.minibatch_size) == (128, 2, 2048)
 
 
 def test_double_batch_halves_epochs():
-    """512 x 128 = 65536: 8 minibatches of 8192, 4 * 1/2 = 2 epochs."""
+    """512 x 128 = 65536: 32 minibatches of 2048, 4 * 1/2 = 2 epochs."""
     scaled = auto_scale_for_batch_size(512, 128)
-    assert (scaled.num_minibatches, scaled.update_epochs) == (8, 2)
+    assert (scaled.num_minibatches, scaled.update_epochs) == (32, 2)
 
 
 def test_intermediate_batch_rounds_epochs():
-    """384 x 128 = 49152: 6 minibatches of 8192; 4 * 32768 / 49152 = 2.67 -> 3 epochs."""
+    """384 x 128 = 49152: 24 minibatches of 2048; 4 * 32768 / 49152 = 2.67 -> 3 epochs."""
     scaled = auto_scale_for_batch_size(384, 128)
-    assert (scaled.num_minibatches, scaled.update_epochs) == (6, 3)
+    assert (scaled.num_minibatches, scaled.update_epochs) == (24, 3)
 
 
-@pytest.mark.parametrize("num_envs, expected_minibatches", [(1000, 16), (3000, 48)])
+@pytest.mark.parametrize("num_envs, expected_minibatches", [(1000, 64), (3000, 192)])
 def test_awkward_env_counts_get_a_dividing_minibatch_count(num_envs, expected_minibatches):
-    """1000 x 128 = 128000: the divisor nearest 8192-sample minibatches is 16 (8000 each);
-    3000 x 128 = 384000: 48 (8000 each). Both divide exactly and pass validation."""
+    """1000 x 128 = 128000: the divisor nearest 2048-sample minibatches is 64 (2000 each);
+    3000 x 128 = 384000: 192 (2000 each). Both divide exactly and pass validation."""
     scaled = auto_scale_for_batch_size(num_envs, 128)
     assert scaled.num_minibatches == expected_minibatches
     assert (num_envs * 128) % scaled.num_minibatches == 0
@@ -60,7 +60,7 @@ def test_explicit_values_win_for_their_own_dimension_only():
     only_minibatches = auto_scale_for_batch_size(2048, 128, num_minibatches=64)
     assert (only_minibatches.num_minibatches, only_minibatches.update_epochs) == (64, 2)
     only_epochs = auto_scale_for_batch_size(2048, 128, update_epochs=5)
-    assert (only_epochs.num_minibatches, only_epochs.update_epochs) == (32, 5)
+    assert (only_epochs.num_minibatches, only_epochs.update_epochs) == (128, 5)
     assert only_epochs.epochs_explicit and not only_epochs.minibatches_explicit
     assert "explicit" in only_epochs.describe() and "auto" in only_epochs.describe()
 

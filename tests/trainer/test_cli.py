@@ -85,7 +85,7 @@ def test_resume_with_changed_training_flag_names_it(cli_run):
     result = run(TRAIN, "--resume", run_dir, "--lr", "0.5", "--no-wandb",
                  "--checkpoint-dir", checkpoint_dir)
     assert result.returncode == 2
-    assert "lr: 0.00025 != 0.5" in result.stderr and "Traceback" not in result.stderr
+    assert "lr: 0.0005 != 0.5" in result.stderr and "Traceback" not in result.stderr
 
 
 def test_resume_of_finished_run_continues_to_original_total(cli_run):
@@ -145,3 +145,16 @@ def test_defaults_wandb_on_and_persistent_compile_cache_on():
     assert DEFAULT_COMPILE_CACHE_DIR.endswith(os.path.join(".cache", "hackmatrix-jax"))
     off = run_options_from_args(build_parser().parse_args(["--no-wandb", "--no-compile-cache"]))
     assert not off.wandb and not off.artifact and off.compile_cache_dir is None
+
+
+def test_help_states_the_defaults_that_train_config_defines():
+    """The help text's defaults come from TrainConfig (defined once), so they cannot drift."""
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.cli.train import build_parser
+    helps = {a.dest: a.help for a in build_parser()._actions}
+    defaults = TrainConfig()
+    assert helps["lr"].endswith(f"default {defaults.lr}")
+    assert helps["encoder"].endswith(f"default {defaults.encoder}")
+    assert helps["normalize_rewards"].endswith("default on" if defaults.normalize_rewards
+                                               else "default off")
+    assert helps["num_minibatches"] == "default: auto-scaled"

@@ -46,6 +46,8 @@ def test_every_seed_and_both_baselines_get_a_ledger_row(bench_run):
 def test_seed_rows_hold_greedy_and_sampled_evaluation_and_the_trained_budget(bench_run):
     for row in (r for r in bench_run["rows"] if r["kind"] == "seed"):
         assert row["config"]["seed"] == row["seed"] and row["env_steps"] == 64
+        # named relative to --checkpoint-dir, never by a path of the machine
+        assert row["checkpoint"].startswith(f"tiny-s{row['seed']}{os.sep}checkpoint_")
         for mode in ("greedy", "sampled"):
             summary = row["eval"][mode]
             assert summary["episodes"] == 8
@@ -62,6 +64,36 @@ def test_heuristic_solves_the_toy_corridor_on_the_held_out_boards(bench_run):
 def test_learning_curve_png_is_written(bench_run):
     png = bench_run["tmp"] / "tiny.png"
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_an_interrupted_seed_is_not_recorded_and_finished_rows_are_kept(tmp_path,
+                                                                      compile_cache_dir):
+    """Rows are appended as they are made (baselines first, then each seed): a stop during the
+    second seed keeps the first seed's row and records nothing for the seed cut short."""
+    import dataclasses
+
+    from purejaxrl.config import RunOptions, TrainConfig
+    from purejaxrl.learning_benchmark import run
+    from purejaxrl.train import train
+
+    config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
+                         hidden_width=16, num_minibatches=4, update_epochs=4)
+    options = RunOptions(checkpoint_dir=str(tmp_path / "runs"), wandb=False, quiet=True,
+                         compile_cache_dir=compile_cache_dir)
+
+    def train_then_stop_on_seed_2(seed_config, seed_options):
+        result = train(seed_config, seed_options)
+        if seed_config.seed == 2:
+            return dataclasses.replace(result, interrupted=True, stop_signal=15)
+        return result
+
+    ledger = tmp_path / "ledger.jsonl"
+    outcome = run(config, [1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger), None,
+                  train_then_stop_on_seed_2, say=lambda line: None)
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert outcome["stop_signal"] == 15
+    assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1]
+    assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
 
 
 def test_bad_label_and_resume_are_refused_with_exit_2(tmp_path):

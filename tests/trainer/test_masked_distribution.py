@@ -89,12 +89,14 @@ def _observation(batch, channels):
                        action_mask=jnp.ones((batch, NUM_ACTIONS), bool))
 
 
+@pytest.mark.parametrize("encoder", ["flat", "egocentric"])
 @pytest.mark.parametrize("separate", [True, False])
-def test_network_shapes_torsos_and_float32_outputs(separate):
-    """Any grid channel count; separate torsos double the hidden layers; bfloat16 compute keeps
-    float32 parameters and float32 logits/values."""
+def test_network_shapes_torsos_and_float32_outputs(separate, encoder):
+    """Any grid channel count; separate torsos double the hidden layers (the egocentric
+    encoder's one shared cell embedding comes on top); bfloat16 compute keeps float32
+    parameters and float32 logits/values."""
     config = TrainConfig(hidden_width=8, hidden_depth=2, separate_torsos=separate,
-                         compute_dtype="bfloat16")
+                         compute_dtype="bfloat16", encoder=encoder)
     network = make_network(config, NUM_ACTIONS)
     obs = _observation(3, 5)
     params = network.init(jax.random.PRNGKey(0), obs)
@@ -104,7 +106,8 @@ def test_network_shapes_torsos_and_float32_outputs(separate):
     assert all(x.dtype == jnp.float32 for x in jax.tree.leaves(params))
     kernels = [x for path, x in jax.tree_util.tree_leaves_with_path(params)
                if "kernel" in jax.tree_util.keystr(path)]
-    assert len(kernels) == (2 * 2 + 2 if separate else 2 + 2)
+    embedding = 1 if encoder == "egocentric" else 0
+    assert len(kernels) == (2 * 2 + 2 if separate else 2 + 2) + embedding
 
 
 def test_orthogonal_init_scales():

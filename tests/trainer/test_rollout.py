@@ -18,8 +18,10 @@ from purejaxrl.config import TrainConfig
 from purejaxrl.networks import log_prob_of
 from purejaxrl.toy_env import EXIT_CELL, ToyState
 
+# The env's own reward is the one stored and checked against the toy table below.
 CONFIG = TrainConfig(env="toy", num_envs=6, num_steps=48, max_episode_steps=7, hidden_width=16,
-                     hidden_depth=1, num_minibatches=1, update_epochs=1, total_timesteps=288)
+                     hidden_depth=1, num_minibatches=1, update_epochs=1, total_timesteps=288,
+                     training_reward="env")
 
 
 def toy_reward(obs_player, action):
