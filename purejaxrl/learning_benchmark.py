@@ -57,8 +57,10 @@ def git_commit() -> Optional[str]:
 
 
 def evaluation_env(config: TrainConfig):
-    """The parity environment (default reward, default time limit) of ``config.env``."""
-    return ppo.make_env(TrainConfig(env=config.env))
+    """The parity environment of ``config.env``: the env's own defaults (Swift's reward and
+    rules, the default time limit), whatever the training options are."""
+    env = ppo.env_class(config.env)()
+    return env, env.default_params
 
 
 def make_network_evaluator(config: TrainConfig, episodes: int) -> Callable:

@@ -47,10 +47,14 @@ ACTION_KINDS = ("move", "shot", "siphon", "program")
 
 # ---------------------------------------------------------------------------- 1. environment
 
+def env_class(name: str) -> type:
+    """The environment class of ``TrainConfig.env``."""
+    return ToyCorridor if name == "toy" else HackMatrix
+
+
 def make_env(config: TrainConfig) -> tuple[TrainableEnv, EnvParams]:
     """(env, env_params) for ``config.env``; both meet ``env_protocol.TrainableEnv``."""
-    environment = ToyCorridor if config.env == "toy" else HackMatrix
-    env = environment(reward_shaping=config.reward_shaping,
+    env = env_class(config.env)(reward_shaping=config.reward_shaping,
                       close_undo_exploit=config.close_undo_exploit)
     params = env.default_params
     if config.max_episode_steps is not None:

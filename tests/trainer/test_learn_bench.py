@@ -96,6 +96,21 @@ def test_an_interrupted_seed_is_not_recorded_and_finished_rows_are_kept(tmp_path
     assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
 
 
+def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
+    """Seeds and baselines are judged in the game itself: the env's own defaults (Swift's
+    reward and rules, default time limit), not the training run's shaping, UNDO fix or limit."""
+    from envs.hackmatrix import HackMatrix
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.learning_benchmark import evaluation_env
+    config = TrainConfig(env="hackmatrix", reward_shaping="potential", close_undo_exploit=True,
+                         max_episode_steps=300, gamma=0.9)
+    env, params = evaluation_env(config)
+    parity = HackMatrix()
+    assert (env.reward_shaping, env.close_undo_exploit) == (parity.reward_shaping,
+                                                            parity.close_undo_exploit)
+    assert params == parity.default_params
+
+
 def test_bad_label_and_resume_are_refused_with_exit_2(tmp_path):
     learn_bench = load_script("learn_bench")
     assert learn_bench.main(["--label", "a/b", "--ledger", str(tmp_path / "l.jsonl")]) == 2
