@@ -23,10 +23,14 @@ from importlib import metadata
 
 import cloudpickle
 import jax
+import numpy as np
 
 CHECKPOINT_FORMAT = "hackmatrix-purejaxrl-checkpoint"
 CHECKPOINT_VERSION = 1
 _CHECKPOINT_NAME = re.compile(r"^checkpoint_(\d+)\.pkl$")
+# Seed s of a multi-seed run (``--num-seeds``) is a single-seed run in <run dir>/seed-<s>.
+_SEED_DIRECTORY_PREFIX = "seed-"
+_SEED_DIRECTORY = re.compile(rf"^{_SEED_DIRECTORY_PREFIX}(\d+)$")
 # A checkpoint is written under a temp name and renamed: only complete files match
 # _CHECKPOINT_NAME, so --resume never picks up a write that was cut short.
 _TEMP_PREFIX, _TEMP_SUFFIX = ".checkpoint_", ".tmp"
@@ -158,6 +162,55 @@ def _fsync_directory(directory: str) -> None:
         os.close(descriptor)
 
 
+def seed_directory_name(seed: int) -> str:
+    return f"{_SEED_DIRECTORY_PREFIX}{seed}"
+
+
+def seed_directories(run_dir: str) -> list[tuple[int, str]]:
+    """(seed, directory) of the seeds of a multi-seed run directory, by seed; [] for any other
+    path."""
+    if not os.path.isdir(run_dir):
+        return []
+    found = [(int(match.group(1)), os.path.join(run_dir, name))
+             for name in os.listdir(run_dir) if (match := _SEED_DIRECTORY.match(name))]
+    return sorted(found)
+
+
+def stack_seeds(trees: list):
+    """One value with a leading seed axis from per-seed values of the same structure."""
+    return jax.tree.map(lambda *leaves: np.stack([np.asarray(leaf) for leaf in leaves]), *trees)
+
+
+def load_multi_seed_checkpoint(run_dir: str) -> dict:
+    """A multi-seed run directory as one checkpoint to resume: every seed's checkpoint at the
+    newest update that all of them have (a stop between two seeds' writes leaves some a save
+    ahead), runner states stacked on a leading seed axis, config ``num_seeds`` = their count.
+    Raises CheckpointError when the seeds do not form one run."""
+    seeds = seed_directories(run_dir)
+    common = set.intersection(*[{update for update, _ in list_checkpoints(directory)}
+                                for _, directory in seeds])
+    if not common:
+        raise CheckpointError(f"the seeds of {run_dir} have no checkpoint at a common update")
+    update = max(common)
+    loaded = [load_checkpoint(checkpoint_path(directory, update)) for _, directory in seeds]
+    first = loaded[0]
+    seed_numbers = [seed for seed, _ in seeds]
+    if seed_numbers != list(range(seed_numbers[0], seed_numbers[0] + len(seeds))):
+        raise CheckpointError(f"{run_dir}: seeds {seed_numbers} are not consecutive; resume "
+                              "each seed alone with --resume <run directory>/seed-<s>")
+    for (seed, _), checkpoint in zip(seeds, loaded):
+        config = dict(checkpoint["config"], seed=first["config"]["seed"])
+        if checkpoint["config"].get("seed") != seed or \
+                config != first["config"] or checkpoint["num_processes"] != first["num_processes"]:
+            raise CheckpointError(f"{checkpoint['path']} is not seed {seed} of the run of "
+                                  f"{first['path']}")
+    return {**first, "path": run_dir,
+            "config": dict(first["config"], num_seeds=len(seeds)),
+            "runner_state": stack_seeds([checkpoint["runner_state"] for checkpoint in loaded]),
+            "run_name": os.path.dirname(first["run_name"]) or os.path.basename(run_dir),
+            "seed_checkpoints": [checkpoint["path"] for checkpoint in loaded]}
+
+
 def resolve_checkpoint(path: str) -> str:
     """A checkpoint file as given, or the newest checkpoint of a run directory."""
     if os.path.isdir(path):
@@ -201,6 +254,16 @@ def parse_checkpoint(data: bytes, file_path: str) -> dict:
     return payload
 
 
-def load_checkpoint(path: str) -> dict:
-    """Load and sanity-check a checkpoint (file or run directory). Raises CheckpointError."""
+def load_checkpoint(path: str, multi_seed: bool = False) -> dict:
+    """Load and sanity-check a checkpoint (file or run directory). The directory of a
+    multi-seed run is loaded (its seeds stacked, to resume it) only with ``multi_seed``; else
+    the message names its seed directories, since a policy is one seed's. Raises
+    CheckpointError."""
+    seeds = seed_directories(path) if not list_checkpoints(path) else []
+    if seeds and multi_seed:
+        return load_multi_seed_checkpoint(path)
+    if seeds:
+        raise CheckpointError(f"{path} is a multi-seed run (seeds "
+                              f"{', '.join(str(seed) for seed, _ in seeds)}): name one seed's "
+                              f"directory, e.g. {seeds[0][1]}")
     return parse_checkpoint(*reversed(read_checkpoint_bytes(path)))

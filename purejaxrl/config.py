@@ -85,6 +85,13 @@ class TrainConfig:
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
+    # Independent runs of seeds seed..seed+num_seeds-1, vmapped in one compiled program (each
+    # with its own envs, parameters and optimiser; nothing is shared but the executable).
+    num_seeds: int = struct.field(pytree_node=False, default=1)
+
+    @property
+    def seeds(self) -> list[int]:
+        return list(range(self.seed, self.seed + self.num_seeds))
 
     @property
     def batch_size(self) -> int:
@@ -119,7 +126,7 @@ class TrainConfig:
 
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs.
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
-                      "training_reward": "env"}
+                      "training_reward": "env", "num_seeds": 1}
 
 
 @dataclasses.dataclass
@@ -228,7 +235,7 @@ def validate_config(config: TrainConfig) -> None:
     need(config.max_episode_steps is None or config.max_episode_steps >= 1,
          f"--max-episode-steps must be >= 1, got {config.max_episode_steps}")
     for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_width",
-                 "num_devices"):
+                 "num_devices", "num_seeds"):
         value = getattr(config, name)
         need(isinstance(value, int) and value >= 1,
              f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")

@@ -28,8 +28,8 @@ import jax
 import numpy as np
 
 from purejaxrl.backend import tpu_attached
-from purejaxrl.checkpoint import CheckpointError, load_checkpoint, parse_checkpoint, \
-    read_checkpoint_bytes
+from purejaxrl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, \
+    parse_checkpoint, read_checkpoint_bytes, seed_directories
 from purejaxrl.config import ConfigError
 
 DISTRIBUTED_MODES = ("auto", "on", "off")
@@ -145,7 +145,10 @@ def load_checkpoint_everywhere(path: str) -> dict:
     bytes are broadcast, so the checkpoint directory need exist only on process 0's host. A
     failure on process 0 raises the same ``CheckpointError`` on every process."""
     if jax.process_count() == 1:
-        return load_checkpoint(path)
+        return load_checkpoint(path, multi_seed=True)
+    if seed_directories(path) and not list_checkpoints(path):
+        raise CheckpointError(f"{path} is a multi-seed run: a multi-process run resumes one "
+                              "seed at a time (--resume <run directory>/seed-<s>)")
     data, failed, file_path = None, False, path
     if is_primary():
         try:

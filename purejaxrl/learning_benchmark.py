@@ -172,10 +172,12 @@ def append_rows(path: str, rows: list[dict]) -> None:
 
 def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: str,
         options: RunOptions, eval_episodes: int, ledger: Optional[str],
-        plot_path: Optional[str], train: Callable, say=print) -> dict:
+        plot_path: Optional[str], train: Callable, say=print, vmap_seeds: bool = False) -> dict:
     """Train and evaluate every seed, then the baselines; append the rows to ``ledger`` and
-    draw ``plot_path``. Returns {"seeds": rows, "baselines": summaries, "table": text,
-    "stop_signal": the signal that interrupted a seed, else None}."""
+    draw ``plot_path``. With ``vmap_seeds`` the seeds (consecutive) train together in one
+    compiled program (``num_seeds``, run directory ``<label>``), else one after another (run
+    directories ``<label>-s<seed>``). Returns {"seeds": rows, "baselines": summaries, "table":
+    text, "stop_signal": the signal that interrupted a training run, else None}."""
     evaluate = make_network_evaluator(config, eval_episodes)
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -188,44 +190,57 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                      for name, summary in baselines.items()]
     if ledger:
         append_rows(ledger, baseline_rows)
+    if vmap_seeds:
+        runs = [(config.replace(seed=seeds[0], num_seeds=len(seeds)), label)]
+    else:
+        runs = [(config.replace(seed=seed), f"{label}-s{seed}") for seed in seeds]
     seed_rows, stop_signal = [], None
-    for seed in seeds:
-        seed_config = config.replace(seed=seed)
-        seed_options = dataclasses.replace(options, run_name=f"{label}-s{seed}")
-        say(f"== {label}: seed {seed}, {config.total_timesteps:,} env steps")
+    for run_config, run_name in runs:
+        say(f"== {label}: seed{'s' if run_config.num_seeds > 1 else ''} "
+            f"{', '.join(map(str, run_config.seeds))}, {config.total_timesteps:,} env steps"
+            + (" each, vmapped in one program" if run_config.num_seeds > 1 else ""))
         start = time.perf_counter()
-        result = train(seed_config, seed_options)
+        result = train(run_config, dataclasses.replace(options, run_name=run_name))
         wall = time.perf_counter() - start
         if result.interrupted:
-            # A seed stopped short of the budget is not a result of this tier: keep its
+            # A run stopped short of the budget is not a result of this tier: keep its
             # checkpoint, record nothing, run no further seed.
-            say(f"   seed {seed} stopped at {result.env_steps:,} env steps; not recorded "
+            say(f"   stopped at {result.env_steps:,} env steps per seed; not recorded "
                 f"(checkpoint {result.last_checkpoint})")
             stop_signal = result.stop_signal
             break
-        params = jax.device_get(result.runner_state.params)
-        evaluation = evaluate(params)
-        records = result.records
-        train_seconds = records[-1]["elapsed_s"] if records else None
-        row = {**common, "kind": "seed", "seed": seed, "env_steps": result.env_steps,
-               "updates": result.updates_done, "wall_seconds": wall,
-               "train_seconds": train_seconds,
-               "sps": result.env_steps / train_seconds if train_seconds else None,
-               "compile_seconds": result.chunk.compile_seconds,
-               "config": seed_config.to_dict(), "eval": evaluation,
-               "curve": learning_curve(records),
-               # relative to --checkpoint-dir: a ledger row names no path of the machine
-               "checkpoint": (os.path.relpath(result.last_checkpoint, options.checkpoint_dir)
-                              if result.last_checkpoint else None),
-               "final_training": {k: v for k, v in (records[-1] if records else {}).items()
-                                  if k.startswith(("episode/", "ppo/", "actions/"))}}
-        seed_rows.append(row)
-        say(f"   greedy stage {evaluation['greedy']['stage_mean']:.2f}, sampled "
-            f"{evaluation['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")
-        if ledger:
-            append_rows(ledger, [row])
+        for seed_result in result.seeds:
+            row = seed_row(common, seed_result, run_config, result, wall, options, evaluate)
+            seed_rows.append(row)
+            say(f"   seed {row['seed']}: greedy stage {row['eval']['greedy']['stage_mean']:.2f}, "
+                f"sampled {row['eval']['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")
+            if ledger:
+                append_rows(ledger, [row])
         if plot_path:
             plot_learning_curves(plot_path, f"{label} ({tier})", seed_rows, baselines)
     table = summary_table(seed_rows, baselines)
     return {"seeds": seed_rows, "baselines": baselines, "table": table,
             "stop_signal": stop_signal}
+
+
+def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: float,
+             options: RunOptions, evaluate: Callable) -> dict:
+    """The ledger row of one trained seed: its held-out evaluation, curve and budget. ``sps``
+    and the times are those of the training program (all its seeds together when vmapped)."""
+    records = seed_result.records
+    train_seconds = records[-1]["elapsed_s"] if records else None
+    program_steps = result.env_steps * run_config.num_seeds
+    return {**common, "kind": "seed", "seed": seed_result.seed, "env_steps": result.env_steps,
+            "updates": result.updates_done, "wall_seconds": wall,
+            "train_seconds": train_seconds,
+            "sps": program_steps / train_seconds if train_seconds else None,
+            "seeds_in_program": run_config.num_seeds,
+            "compile_seconds": result.chunk.compile_seconds,
+            "config": run_config.replace(seed=seed_result.seed, num_seeds=1).to_dict(),
+            "eval": evaluate(jax.device_get(seed_result.runner_state.params)),
+            "curve": learning_curve(records),
+            # relative to --checkpoint-dir: a ledger row names no path of the machine
+            "checkpoint": (os.path.relpath(seed_result.last_checkpoint, options.checkpoint_dir)
+                           if seed_result.last_checkpoint else None),
+            "final_training": {k: v for k, v in (records[-1] if records else {}).items()
+                               if k.startswith(("episode/", "ppo/", "actions/"))}}

@@ -192,9 +192,10 @@ class UpdateMetrics:
         return cls(**fields)
 
 
-def runner_state_specs() -> RunnerState:
-    """PartitionSpecs: per-env fields split over the device axis, the rest replicated."""
-    split, same = P(DEVICE_AXIS), P()
+def runner_state_specs(num_seeds: int = 1) -> RunnerState:
+    """PartitionSpecs: per-env fields split over the device axis, the rest replicated. With
+    ``num_seeds > 1`` every field has a leading seed axis (never split)."""
+    split, same = (P(DEVICE_AXIS), P()) if num_seeds == 1 else (P(None, DEVICE_AXIS), P())
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
                        update_key=same, episode=split, return_stats=same, update_step=same)
 
@@ -228,9 +229,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
     ``runner_state_specs``: in a multi-process run no process creates another's envs, and the
     state is the same for any device or process count."""
 
-    def init(first_env, count):
-        net_key, reset_key, env_key, update_key = jax.random.split(
-            jax.random.PRNGKey(config.seed), 4)
+    def init_seed(seed, first_env, count):
+        net_key, reset_key, env_key, update_key = jax.random.split(jax.random.PRNGKey(seed), 4)
         rows = lambda key: lax.dynamic_slice_in_dim(
             jax.random.split(key, config.num_envs), first_env, count)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(rows(reset_key), env_params)
@@ -246,12 +246,20 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
             return_stats=ReturnStatistics.initial(),
             update_step=jnp.int32(0))
 
+    def init(first_env, count):
+        if config.num_seeds == 1:
+            return init_seed(config.seed, first_env, count)
+        # Seed s of a multi-seed run starts exactly where a single run of seed s starts.
+        return jax.tree.map(lambda *leaves: jnp.stack(leaves),
+                            *[init_seed(seed, first_env, count) for seed in config.seeds])
+
     if mesh is None:
         return jax.jit(lambda: init(0, config.num_envs))()
     per_device = config.num_envs // mesh.size
     local_init = lambda: init(lax.axis_index(DEVICE_AXIS) * per_device, per_device)
     return jax.jit(jax.shard_map(local_init, mesh=mesh, in_specs=(),
-                                 out_specs=runner_state_specs(), check_vma=False))()
+                                 out_specs=runner_state_specs(config.num_seeds),
+                                 check_vma=False))()
 
 
 def make_mesh(num_devices: int) -> Mesh:
@@ -282,10 +290,16 @@ def place_on_mesh(tree, mesh: Mesh, spec: P):
     return jax.tree.map(leaf, tree)
 
 
-def shard_runner_state(runner: RunnerState, mesh: Mesh) -> RunnerState:
+def shard_runner_state(runner: RunnerState, mesh: Mesh, num_seeds: int = 1) -> RunnerState:
     """Place a runner state of global host values (e.g. a checkpoint's) on the mesh."""
     return jax.tree.map(lambda spec, subtree: place_on_mesh(subtree, mesh, spec),
-                        runner_state_specs(), runner, is_leaf=lambda x: isinstance(x, P))
+                        runner_state_specs(num_seeds), runner,
+                        is_leaf=lambda x: isinstance(x, P))
+
+
+def seed_slice(tree, index: int):
+    """Seed ``index`` of a multi-seed value (leading seed axis on every leaf)."""
+    return jax.tree.map(lambda x: x[index], tree)
 
 
 # ---------------------------------------------------------------------------- 4. rollout
@@ -571,28 +585,42 @@ class UpdateChunk:
         num_components = len(reward_components)
         reporting_device = [d.process_index for d in mesh.devices.flat].index(0)
 
+        def seed_update(runner: RunnerState):
+            return ppo_update(runner, config, env, env_params, network, optimizer,
+                              reward_components, DEVICE_AXIS)
+
+        # Seeds are a batch axis of the same update (collectives still run over devices).
+        update_all = seed_update if config.num_seeds == 1 else jax.vmap(seed_update)
+
         def update(runner: RunnerState):
-            runner, metrics = ppo_update(runner, config, env, env_params, network, optimizer,
-                                         reward_components, DEVICE_AXIS)
+            runner, metrics = update_all(runner)
             if on_update is not None:
                 # The loss is averaged over every minibatch step; reading it makes the host
                 # call wait for the end of the update (XLA orders a host call by the buffers it
-                # reads, and the counter alone is ready at the start).
+                # reads, and the counter alone is ready at the start). Once per update, not
+                # per seed: every seed is at the same update.
+                count = runner.update_step if config.num_seeds == 1 else runner.update_step[0]
+                loss = jnp.mean(metrics.total_loss)
                 lax.cond(lax.axis_index(DEVICE_AXIS) == reporting_device,
-                         lambda: jax.debug.callback(on_update, runner.update_step,
-                                                    metrics.total_loss),
+                         lambda: jax.debug.callback(on_update, count, loss),
                          lambda: None)
             return runner, metrics
+
+        def skipped(runner: RunnerState):
+            zeros = UpdateMetrics.zeros(num_components)
+            if config.num_seeds > 1:
+                zeros = jax.tree.map(lambda x: jnp.zeros((config.num_seeds,) + x.shape,
+                                                         x.dtype), zeros)
+            return runner, zeros
 
         def local_chunk(runner: RunnerState, num_active):
             self.trace_count += 1  # Python side effect: runs once per trace
 
             def body(runner, index):
-                return lax.cond(index < num_active, update,
-                                lambda r: (r, UpdateMetrics.zeros(num_components)), runner)
+                return lax.cond(index < num_active, update, skipped, runner)
             return lax.scan(body, runner, jnp.arange(updates_per_chunk))
 
-        specs = runner_state_specs()
+        specs = runner_state_specs(config.num_seeds)
         chunk = jax.shard_map(local_chunk, mesh=mesh, in_specs=(specs, P()),
                               out_specs=(specs, P()), check_vma=False)
         self._jitted = jax.jit(chunk, donate_argnums=(0,))

@@ -16,7 +16,8 @@ import numpy as np
 
 from envs.compile_cache import enable_compile_cache
 from purejaxrl import distributed, ppo
-from purejaxrl.checkpoint import CheckpointError, save_checkpoint
+from purejaxrl.checkpoint import (CheckpointError, save_checkpoint, seed_directory_name,
+                                  stack_seeds)
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
 from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
@@ -27,17 +28,31 @@ from purejaxrl.networks import parameter_count
 
 
 @dataclasses.dataclass
+class SeedResult:
+    """One seed's share of a run: a single-seed run is one; a ``num_seeds`` run has one per
+    seed, each with the records and checkpoints a single run of that seed would have."""
+
+    seed: int
+    run_dir: str
+    runner_state: ppo.RunnerState  # this seed's (no seed axis)
+    records: list  # per chunk, the keys of a single-seed run's records
+    last_checkpoint: Optional[str]
+
+
+@dataclasses.dataclass
 class TrainResult:
-    runner_state: ppo.RunnerState
+    runner_state: ppo.RunnerState  # with a leading seed axis when num_seeds > 1
     run_name: str
     run_dir: str
     updates_done: int
-    env_steps: int
+    env_steps: int  # per seed
+    # The newest checkpoint; of a multi-seed run, its directory (what --resume takes).
     last_checkpoint: Optional[str]
-    records: list
+    records: list  # what was logged per chunk (multi-seed: per-seed keys prefixed seed<s>/)
     interrupted: bool
     stop_signal: Optional[int]  # the signal that stopped the run (interrupted), else None
     chunk: ppo.UpdateChunk
+    seeds: list[SeedResult]
 
 
 def default_run_name(config: TrainConfig) -> str:
@@ -157,23 +172,45 @@ def _initial_runner(config: TrainConfig, checkpoint: Optional[dict], resuming: b
     """Initialise or resume: (runner state on the mesh, seconds trained before, wandb run id)."""
     env, env_params, network, optimizer, reward_components = built
     if resuming:
-        runner = ppo.shard_runner_state(checkpoint["runner_state"], mesh)
+        runner = ppo.shard_runner_state(checkpoint["runner_state"], mesh, config.num_seeds)
         return (runner, float(checkpoint.get("elapsed_seconds", 0.0)),
                 checkpoint.get("wandb_run_id"))
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
                                    len(reward_components), mesh)
     if weights_only:
-        saved = _restore_params(runner.params, checkpoint["runner_state"].params)
+        if int(checkpoint["config"].get("num_seeds", 1)) > 1:
+            raise CheckpointError("--weights-only needs one seed's checkpoint: pass "
+                                  "--resume <run directory>/seed-<s> of the multi-seed run")
+        fresh = runner.params if config.num_seeds == 1 else ppo.seed_slice(runner.params, 0)
+        saved = _restore_params(fresh, checkpoint["runner_state"].params)
+        if config.num_seeds > 1:  # every seed starts from these weights
+            saved = stack_seeds([saved] * config.num_seeds)
         replicated = ppo.place_on_mesh(saved, mesh, jax.sharding.PartitionSpec())
         runner = runner.replace(params=replicated, opt_state=jax.jit(optimizer.init)(replicated))
     return runner, 0.0, None
+
+
+@dataclasses.dataclass
+class _SeedTrack:
+    """What the loop keeps per seed: its records, checkpoints and stalling detector."""
+
+    seed: int
+    run_name: str
+    run_dir: str
+    records: list = dataclasses.field(default_factory=list)
+    last_checkpoint: Optional[str] = None
+    stalling: StallingDetector = dataclasses.field(default_factory=StallingDetector)
 
 
 class _Run:
     """One training session between ``train``'s start and its end: the runner state, the
     update counter, the logger and what has been saved. Its methods are the named steps of the
     loop: ``run_chunks`` (run, then save, log and evaluate each chunk), ``save``,
-    ``chunk_record`` (log), ``evaluate``, and the answers to stop signals."""
+    ``chunk_record`` (log), ``evaluate``, and the answers to stop signals.
+
+    A multi-seed run (``num_seeds > 1``) is one runner state with a leading seed axis and one
+    ``_SeedTrack`` per seed: every seed is saved as its own single-seed checkpoint under
+    ``<run_dir>/seed-<s>`` and logged under ``seed<s>/`` keys of the run's one record."""
 
     def __init__(self, config: TrainConfig, options: RunOptions, *, checkpoint, resuming,
                  weights_only, stop_after_updates, logger, primary, num_processes):
@@ -188,7 +225,8 @@ class _Run:
         mesh = ppo.make_mesh(config.num_devices)
         self.runner, self.elapsed_before, wandb_run_id = _initial_runner(
             config, checkpoint, resuming, weights_only, built, mesh)
-        self.update = int(jax.device_get(self.runner.update_step))
+        # Every seed is at the same update.
+        self.update = int(np.ravel(jax.device_get(self.runner.update_step))[0])
         self.own_logger = logger is None
         self.logger = self._open_logger(wandb_run_id) if self.own_logger else logger
         self.wandb_run_id = self.logger.wandb_run_id or wandb_run_id
@@ -216,7 +254,13 @@ class _Run:
             self.evaluator = make_training_evaluator(self.env, self.env_params, self.network,
                                                      options.eval_envs, options.eval_max_steps)
         self.records, self.last_checkpoint = [], None
-        self.stalling = StallingDetector()
+        # Seed s of a multi-seed run is a single-seed run named <run name>/seed-<s>: its
+        # checkpoints can be evaluated, watched or continued alone like any run's.
+        names = [self.run_name] if config.num_seeds == 1 else [
+            f"{self.run_name}/{seed_directory_name(seed)}" for seed in config.seeds]
+        self.tracks = [_SeedTrack(seed=seed, run_name=name,
+                                  run_dir=os.path.join(options.checkpoint_dir, name))
+                       for seed, name in zip(config.seeds, names)]
         self.train_seconds = 0.0
         self.compile_seconds = None
 
@@ -240,28 +284,41 @@ class _Run:
             + (f", {self.num_processes} processes" if self.num_processes > 1 else "")
             + f"); {config.num_minibatches} minibatches of "
             f"{config.minibatch_size}; {config.update_epochs} epochs; "
-            f"{parameter_count(self.runner.params):,} parameters")
+            f"{parameter_count(self.runner.params) // config.num_seeds:,} parameters"
+            + (f"; seeds {config.seeds[0]}..{config.seeds[-1]} vmapped in one program"
+               if config.num_seeds > 1 else ""))
 
     # ------------------------------------------------------------------------ save
-    def save(self) -> Optional[str]:
-        """Write a checkpoint of the current state (every process takes part; process 0
-        writes). Reports nothing: the caller reports after the write."""
+    def save(self) -> Optional[list[str]]:
+        """Write a checkpoint of the current state, one per seed (every process takes part;
+        process 0 writes). Returns the paths written (None on other processes); reports
+        nothing: the caller reports after the write."""
         host_runner = distributed.runner_to_host(self.runner)
         if not self.primary:
             return None
-        return save_checkpoint(
-            self.run_dir, runner_state=host_runner, config=self.config.to_dict(),
-            update=self.update, env_steps=self.update * self.config.batch_size,
-            run_name=self.run_name, wandb_run_id=self.wandb_run_id,
-            elapsed_seconds=self.elapsed_before + self.train_seconds,
-            keep=self.options.keep_checkpoints, num_processes=self.num_processes)
+        paths = []
+        for index, track in enumerate(self.tracks):
+            multi = self.config.num_seeds > 1
+            paths.append(save_checkpoint(
+                track.run_dir,
+                runner_state=ppo.seed_slice(host_runner, index) if multi else host_runner,
+                config=self.config.replace(seed=track.seed, num_seeds=1).to_dict(),
+                update=self.update, env_steps=self.update * self.config.batch_size,
+                run_name=track.run_name, wandb_run_id=self.wandb_run_id,
+                elapsed_seconds=self.elapsed_before + self.train_seconds,
+                keep=self.options.keep_checkpoints, num_processes=self.num_processes))
+            track.last_checkpoint = paths[-1]
+        self.last_checkpoint = paths[0] if len(paths) == 1 else self.run_dir
+        return paths
 
-    def report_saved(self, path: Optional[str]) -> None:
-        if path is None:
+    def report_saved(self, paths: Optional[list[str]]) -> None:
+        if not paths:
             return
-        if self.options.artifact:
-            self.logger.log_checkpoint_artifact(path, self.run_name, self.update)
-        self.logger.print(f"saved {path}")
+        for track, path in zip(self.tracks, paths):
+            if self.options.artifact:
+                self.logger.log_checkpoint_artifact(path, track.run_name.replace("/", "-"),
+                                                    self.update)
+            self.logger.print(f"saved {path}")
 
     # ------------------------------------------------------------------------ signals
     def announce_stop(self, signum: int) -> None:
@@ -286,37 +343,68 @@ class _Run:
                             f"{self.last_checkpoint or 'none written in this session'}")
 
     # ------------------------------------------------------------------------ log, evaluate
-    def chunk_record(self, num_active: int, seconds: float, metrics) -> dict:
+    def chunk_record(self, num_active: int, seconds: float) -> dict:
+        """What a chunk reports for the run as a whole (speed, position, batch layout)."""
         config = self.config
-        sps = num_active * config.batch_size / seconds
+        sps = num_active * config.batch_size * config.num_seeds / seconds
         return {"update": self.update, "env_steps": self.update * config.batch_size,
                 "sps": sps, "chunk_seconds": seconds,
-                "eta_s": (config.num_updates - self.update) * config.batch_size / sps,
+                "eta_s": (config.num_updates - self.update) * config.batch_size
+                * config.num_seeds / sps,
                 "elapsed_s": self.elapsed_before + self.train_seconds,
-                "compile_s": self.compile_seconds, **self.derived,
-                **summarize_chunk(metrics, self.reward_components)}
+                "compile_s": self.compile_seconds, **self.derived}
 
-    def evaluate(self) -> dict:
-        """Evaluation results of the current parameters where one is due, else {}."""
+    def seed_records(self, record: dict, metrics) -> list[dict]:
+        """Per seed: the run's record with that seed's metrics, evaluation and health, the
+        record a single-seed run would log."""
+        multi = self.config.num_seeds > 1
+        params = distributed.local_copy(self.runner.params) if self.evaluator else None
+        records = []
+        for index, track in enumerate(self.tracks):
+            seed_metrics = jax.tree.map(lambda x: x[:, index], metrics) if multi else metrics
+            seed_record = {**record, **summarize_chunk(seed_metrics, self.reward_components)}
+            seed_record.update(self.evaluate(
+                track.seed, ppo.seed_slice(params, index) if multi and params is not None else params))
+            warning = track.stalling.update(seed_record)
+            seed_record["health/stalling"] = warning is not None
+            seed_record["health/stalling_warning"] = warning
+            records.append(seed_record)
+            track.records.append(seed_record)
+        return records
+
+    def evaluate(self, seed: int, params) -> dict:
+        """Evaluation results of ``params`` (one seed's) where one is due, else {}."""
         config, options = self.config, self.options
         if self.evaluator is None or not (self.update % options.eval_interval == 0
                                           or self.update == config.num_updates):
             return {}
-        key = jax.random.fold_in(jax.random.PRNGKey(config.seed + 1), self.update)
+        key = jax.random.fold_in(jax.random.PRNGKey(seed + 1), self.update)
         # Each process evaluates alone (no cross-process program); all get the same numbers,
         # process 0 logs them.
-        results = self.evaluator(distributed.local_copy(self.runner.params), key)
+        results = self.evaluator(params, key)
         return {f"eval_{mode}/{name}": value for mode, per_env in results.items()
                 for name, value in summarize_episodes(per_env).items()}
 
-    def log(self, record: dict) -> None:
-        stalling_warning = self.stalling.update(record)
-        record["health/stalling"] = stalling_warning is not None
-        self.records.append(record)
-        self.logger.log(record)
-        self.logger.print(progress_line(record, self.config.num_updates * self.config.batch_size))
-        if stalling_warning:
-            self.logger.print(stalling_warning)
+    def log(self, record: dict, seed_records: list[dict]) -> None:
+        """One record per chunk: a single seed's as it is; several seeds' under ``seed<s>/``
+        prefixes beside the run's common keys. The console gets one line per seed."""
+        total = self.config.num_updates * self.config.batch_size
+        if len(seed_records) == 1:
+            (logged,) = seed_records
+            logged = {k: v for k, v in logged.items() if k != "health/stalling_warning"}
+        else:
+            logged = dict(record)
+            for track, seed_record in zip(self.tracks, seed_records):
+                logged.update({f"seed{track.seed}/{key}": value
+                               for key, value in seed_record.items()
+                               if key not in record and key != "health/stalling_warning"})
+        self.records.append(logged)
+        self.logger.log(logged)
+        for track, seed_record in zip(self.tracks, seed_records):
+            prefix = f"seed {track.seed} | " if len(seed_records) > 1 else ""
+            self.logger.print(prefix + progress_line(seed_record, total))
+            if seed_record["health/stalling_warning"]:
+                self.logger.print(prefix + seed_record["health/stalling_warning"])
 
     # ------------------------------------------------------------------------ run chunks
     def compile(self, stop) -> bool:
@@ -352,16 +440,14 @@ class _Run:
             due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
             # Clocks and signals are per process: agree, so all processes save together.
             stopping, due_by_time = distributed.agree_any([stop.requested, due_by_time])
-            saved = None  # the path written now (process 0)
+            saved = None  # the paths written now (process 0)
             saving = due_by_updates or due_by_time or stopping or self.update == self.session_end
             if saving:
                 saved = self.save()
-                self.last_checkpoint = saved or self.last_checkpoint
                 last_save = time.monotonic()
 
-            record = self.chunk_record(num_active, seconds, metrics)
-            record.update(self.evaluate())
-            self.log(record)
+            record = self.chunk_record(num_active, seconds)
+            self.log(record, self.seed_records(record, metrics))
             self.report_saved(saved)
             # A signal that came while this chunk was being reported stops here, not a chunk
             # later.
@@ -369,9 +455,7 @@ class _Run:
                     and distributed.agree_any([stop.requested])[0]:
                 stopping = True
                 if not saving:
-                    saved = self.save()
-                    self.last_checkpoint = saved or self.last_checkpoint
-                    self.report_saved(saved)
+                    self.report_saved(self.save())
         return stopping
 
     def announce_end(self, stop) -> None:
@@ -419,7 +503,13 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
             stop_signal = stop.signum if interrupted else None
     finally:
         run.close()
+    multi = config.num_seeds > 1
+    seeds = [SeedResult(seed=track.seed, run_dir=track.run_dir,
+                        runner_state=ppo.seed_slice(run.runner, index) if multi else run.runner,
+                        records=track.records, last_checkpoint=track.last_checkpoint)
+             for index, track in enumerate(run.tracks)]
     return TrainResult(runner_state=run.runner, run_name=run.run_name, run_dir=run.run_dir,
                        updates_done=run.update, env_steps=run.update * config.batch_size,
                        last_checkpoint=run.last_checkpoint, records=run.records,
-                       interrupted=interrupted, stop_signal=stop_signal, chunk=run.chunk)
+                       interrupted=interrupted, stop_signal=stop_signal, chunk=run.chunk,
+                       seeds=seeds)

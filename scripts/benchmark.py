@@ -30,7 +30,7 @@ CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
 # What identifies "the same configuration" across two ledger selections in --compare.
 CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count", "num_devices",
                      "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype",
-                     "encoder", "num_minibatches")
+                     "encoder", "num_minibatches", "num_seeds")
 # Train-mode options that default to the trainer's own defaults (TrainConfig) when not given.
 NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth")
 
@@ -56,7 +56,7 @@ def train_config(args, num_envs: int, num_devices: int):
     config = TrainConfig(env=args.env, reward_shaping=args.reward_shaping, num_envs=num_envs,
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
-                         seed=args.seed, **network_choice)
+                         seed=args.seed, num_seeds=args.num_seeds, **network_choice)
     scaled = auto_scale_for_batch_size(num_envs, args.num_steps, args.num_minibatches,
                                        num_devices=num_devices)
     updates = args.updates_per_chunk * (args.repeats + 1)
@@ -109,8 +109,9 @@ def bench_train(args, num_envs: int) -> dict:
         seconds.append(elapsed)
         invalid += int(np.sum(metrics.invalid_actions))
         masked += int(np.sum(metrics.masked_actions_sampled))
-    updates_done = int(jax.device_get(runner.update_step))
-    sps = [args.updates_per_chunk * config.batch_size / s for s in seconds]
+    updates_done = int(np.ravel(jax.device_get(runner.update_step))[0])
+    # Env steps of every seed: what the program does per second.
+    sps = [args.updates_per_chunk * config.batch_size * config.num_seeds / s for s in seconds]
     per_update = [s / args.updates_per_chunk for s in seconds]
     from purejaxrl.env_throughput import git_commit
     return {
@@ -122,7 +123,9 @@ def bench_train(args, num_envs: int) -> dict:
         "updates_done": updates_done,
         "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
         "encoder": config.encoder, "cell_features": config.cell_features,
-        "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype, "parameters": parameter_count(runner.params),
+        "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
+        "num_seeds": config.num_seeds,
+        "parameters": parameter_count(runner.params) // config.num_seeds,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         "sps_median": round(statistics.median(sps), 1), "sps_min": round(min(sps), 1),
         "sps_max": round(max(sps), 1),
@@ -152,8 +155,9 @@ def network_label(row: dict) -> str:
         return "-"
     encoder = row.get("encoder", "flat")
     cells = str(row.get("cell_features", "")) if encoder == "egocentric" else ""
+    seeds = row.get("num_seeds", 1)
     return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
-            f"/mb{row['num_minibatches']}")
+            f"/mb{row['num_minibatches']}" + (f"/{seeds}seeds" if seeds > 1 else ""))
 
 
 def print_row(row: dict) -> None:
@@ -299,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
                         default=False)
     parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--num-seeds", type=int, default=1,
+                        help="train mode: seeds vmapped in one program (steps/s counts every "
+                             "seed's env steps)")
     parser.add_argument("--label", default="", help="tag stored on every row (for --compare)")
     parser.add_argument("--ledger", default=DEFAULT_LEDGER,
                         help="JSON lines file to append to ('' to skip)")
@@ -327,9 +334,10 @@ def main(argv=None) -> int:
     if args.compare:
         return compare(args.ledger or DEFAULT_LEDGER, *args.compare)
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1 \
-            or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []):
-        parser.error("--num-envs, --num-steps, --repeats, --updates-per-chunk and --devices "
-                     "must be positive")
+            or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []) \
+            or args.num_seeds < 1:
+        parser.error("--num-envs, --num-steps, --repeats, --updates-per-chunk, --devices and "
+                     "--num-seeds must be positive")
     if not args.devices:  # the --devices children run on forced CPU devices (JAX_PLATFORMS=cpu)
         choose_platforms()  # before JAX is imported
     import jax  # noqa: F401

@@ -7,6 +7,7 @@ append the rows to benchmarks/learning/ledger.jsonl and draw the learning curve 
     python scripts/learn_bench.py --tier standard --label defaults  # 20M x 3 seeds, 2048 envs
     python scripts/learn_bench.py --tier full --label defaults      # 50M x 3 seeds
     python scripts/learn_bench.py --tier standard --label gamma995 -- --gamma 0.995
+    python scripts/learn_bench.py --tier standard --vmap-seeds      # 3 seeds in one program
 
 Flags after ``--`` are training flags of scripts/train_purejaxrl.py (same defaults); the tier
 sets --total-timesteps (unless given there) and --num-envs 2048 (unless given). Every seed is
@@ -34,6 +35,9 @@ def build_parser() -> argparse.ArgumentParser:
                         "and of its runs (default: the tier)")
     parser.add_argument("--seeds", type=int, nargs="+",
                         help="training seeds (default: 0..K-1 for the tier's K)")
+    parser.add_argument("--vmap-seeds", action="store_true",
+                        help="train the seeds (consecutive) together in one compiled program "
+                             "(the trainer's --num-seeds) instead of one after another")
     parser.add_argument("--eval-episodes", type=int, default=DEFAULT_EVAL_EPISODES,
                         help="held-out boards per policy (default 512)")
     parser.add_argument("--ledger", default=LEDGER, help="JSONL ledger to append to")
@@ -60,9 +64,14 @@ def main(argv=None) -> int:
     try:
         if args.eval_episodes < 1:
             raise ConfigError(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
+        if args.vmap_seeds and seeds != list(range(seeds[0], seeds[0] + len(seeds))):
+            raise ConfigError(f"--vmap-seeds trains consecutive seeds, got {seeds}")
         if not label or "/" in label:
             raise ConfigError(f"--label must be a plain name, got {label!r}")
         train_args = train_parser.parse_args(train_flags)
+        if train_args.num_seeds is not None:
+            raise ConfigError("the seeds are --seeds (with --vmap-seeds to train them in one "
+                              "program); --num-seeds is not a benchmark flag")
         if train_args.resume:
             raise ConfigError("the learning benchmark trains from scratch; --resume is not "
                               "allowed")
@@ -90,7 +99,7 @@ def main(argv=None) -> int:
     command = "python scripts/learn_bench.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     outcome = run(config, seeds, label, args.tier, command, options, args.eval_episodes, ledger,
-                  plot, lambda c, o: train(c, o))
+                  plot, lambda c, o: train(c, o), vmap_seeds=args.vmap_seeds)
     print(f"\n{label} ({args.tier}): {config.total_timesteps:,} env steps per seed, "
           f"{args.eval_episodes} held-out boards per policy")
     print(outcome["table"])

@@ -77,6 +77,21 @@ def test_benchmark_prints_a_table_row_per_configuration(ledger):
         ["env", "hackmatrix", "2", "4"], ["train", "toy", "2", "4"], ["train", "toy", "2", "4"]]
 
 
+def test_train_benchmark_of_vmapped_seeds_counts_every_seed(tmp_path):
+    """--num-seeds 2: one program trains both seeds; the row says so, counts the parameters of
+    one seed and the env steps of both (steps/s is the program's)."""
+    path = str(tmp_path / "results.jsonl")
+    single = run(BENCHMARK, "--mode", "train", "--num-envs", "2", *TINY_TRAIN, "--ledger", path)
+    seeds = run(BENCHMARK, "--mode", "train", "--num-envs", "2", *TINY_TRAIN, "--num-seeds", "2",
+                "--ledger", path)
+    assert single.returncode == 0 and seeds.returncode == 0, seeds.stderr[-3000:]
+    with open(path) as f:
+        one, two = [json.loads(line) for line in f]
+    assert (one["num_seeds"], two["num_seeds"]) == (1, 2)
+    assert two["updates_done"] == 2 and two["parameters"] == one["parameters"]
+    assert two["config"]["num_seeds"] == 2 and "/2seeds" in seeds.stdout
+
+
 def test_compare_prints_ratios_for_shared_configurations(ledger):
     """--compare A B matches rows by label; only the train configuration is on both sides."""
     path, rows, _ = ledger

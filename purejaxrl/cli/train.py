@@ -39,7 +39,8 @@ _CONFIG_FLAGS = (
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
-    "separate_torsos", "compute_dtype", "encoder", "cell_features", "num_devices", "seed")
+    "separate_torsos", "compute_dtype", "encoder", "cell_features", "num_devices", "seed",
+    "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -82,6 +83,10 @@ def build_parser() -> argparse.ArgumentParser:
     ppo_args.add_argument("--normalize-rewards", action=flag,
                           help="divide rewards by the running std of the discounted return")
     ppo_args.add_argument("--seed", type=int)
+    ppo_args.add_argument("--num-seeds", type=int,
+                          help="train seeds seed..seed+N-1 as independent runs vmapped in one "
+                               "compiled program; each seed is checkpointed under "
+                               "<run>/seed-<s> (resume all with --resume <run>)")
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-width", type=int)
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso")
@@ -103,7 +108,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--keep-checkpoints", type=int, default=3)
     run.add_argument("--updates-per-chunk", type=int, default=10,
                      help="updates per jitted chunk; logging happens between chunks")
-    run.add_argument("--resume", metavar="PATH", help="checkpoint file, or run directory (latest)")
+    run.add_argument("--resume", metavar="PATH",
+                     help="checkpoint file, or run directory (latest; of a multi-seed run, "
+                          "every seed)")
     run.add_argument("--weights-only", action="store_true",
                      help="with --resume: load only the parameters into a new run")
     run.add_argument("--stop-after-updates", type=int,

@@ -33,6 +33,35 @@ def bench_run(tmp_path_factory, compile_cache_dir):
     return dict(code=code, rows=rows, tmp=tmp)
 
 
+@pytest.fixture(scope="module")
+def vmapped_bench_run(tmp_path_factory, compile_cache_dir):
+    """The same benchmark with seeds 3 and 4 trained together in one program."""
+    tmp = tmp_path_factory.mktemp("bench_vmapped")
+    ledger = tmp / "ledger.jsonl"
+    code = load_script("learn_bench").main([
+        "--tier", "smoke", "--label", "tiny", "--seeds", "3", "4", "--vmap-seeds",
+        "--eval-episodes", "8", "--ledger", str(ledger), "--checkpoint-dir", str(tmp / "runs"),
+        "--", "--env", "toy", "--num-envs", "4", "--num-steps", "8", "--total-timesteps", "64",
+        "--hidden-width", "16", "--compile-cache-dir", compile_cache_dir, "--quiet"])
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    return dict(code=code, rows=rows, tmp=tmp)
+
+
+def test_vmapped_seeds_get_the_rows_of_seeds_trained_one_by_one(vmapped_bench_run, bench_run):
+    """--vmap-seeds: one program trains both seeds; each gets its own row, evaluated on the
+    same boards, with the single-seed config of that seed and its own checkpoint."""
+    assert vmapped_bench_run["code"] == 0
+    rows = [r for r in vmapped_bench_run["rows"] if r["kind"] == "seed"]
+    assert [r["seed"] for r in rows] == [3, 4]
+    sequential = next(r for r in bench_run["rows"] if r.get("seed") == 3)
+    assert rows[0]["config"] == sequential["config"]
+    for row in rows:
+        assert row["seeds_in_program"] == 2 and row["env_steps"] == 64
+        assert row["checkpoint"].startswith(os.path.join("tiny", f"seed-{row['seed']}",
+                                                         "checkpoint_"))
+        assert row["eval"]["greedy"]["episodes"] == 8 and row["curve"]
+
+
 def test_every_seed_and_both_baselines_get_a_ledger_row(bench_run):
     assert bench_run["code"] == 0
     rows = bench_run["rows"]
@@ -116,4 +145,8 @@ def test_bad_label_and_resume_are_refused_with_exit_2(tmp_path):
     assert learn_bench.main(["--label", "a/b", "--ledger", str(tmp_path / "l.jsonl")]) == 2
     assert learn_bench.main(["--ledger", str(tmp_path / "l.jsonl"), "--",
                              "--resume", "somewhere"]) == 2
+    assert learn_bench.main(["--ledger", str(tmp_path / "l.jsonl"), "--seeds", "0", "2",
+                             "--vmap-seeds"]) == 2
+    assert learn_bench.main(["--ledger", str(tmp_path / "l.jsonl"), "--",
+                             "--num-seeds", "2"]) == 2
     assert not (tmp_path / "l.jsonl").exists()

@@ -53,6 +53,9 @@ SCRIPT = textwrap.dedent("""
     # A 4-device checkpoint continues on 1 device (another machine): same global batch.
     moved_host = run(base.replace(num_devices=1), "four_on_one",
                      checkpoint=load_checkpoint(four.run_dir))
+    # Two seeds vmapped, their envs split over the 4 devices: the same update as on 1 device.
+    seeds_four = run(base.replace(num_devices=4, num_seeds=2), "seeds_four", stop_after_updates=1)
+    seeds_one = run(base.replace(num_devices=1, num_seeds=2), "seeds_one", stop_after_updates=1)
     diffs, moved = [max_diff(four.runner_state.params, one.runner_state.params)], [
         max_diff(four.runner_state.params, initial.params)]
     print(json.dumps({
@@ -61,6 +64,11 @@ SCRIPT = textwrap.dedent("""
         "in_sync_one_update": in_sync(four.runner_state.params),
         "in_sync_three_updates": in_sync(longer.runner_state.params),
         "env_shards": len(four.runner_state.env_keys.addressable_shards),
+        "seeds_max_param_diff": max_diff(seeds_four.runner_state.params,
+                                         seeds_one.runner_state.params),
+        "seeds_in_sync": in_sync(seeds_four.runner_state.params),
+        "seeds_env_shard_shape": list(
+            seeds_four.runner_state.env_keys.addressable_shards[0].data.shape),
         "resumed_on_one_device_updates": moved_host.updates_done,
         "records": [{k: r[k] for k in ("update", "env_steps", "global_batch", "num_devices",
                                        "actions/invalid")} for r in four.records + longer.records],
@@ -104,3 +112,11 @@ def test_env_steps_counted_once_across_devices(report):
 
 def test_checkpoint_from_four_devices_resumes_on_one(report):
     assert report["resumed_on_one_device_updates"] == 3
+
+
+def test_vmapped_seeds_split_their_envs_over_devices(report):
+    """--num-seeds with 4 devices: each device holds its quarter of every seed's envs (shard
+    [2 seeds, 2 envs]), parameters stay in sync, and the update equals the 1-device one."""
+    assert report["seeds_env_shard_shape"][:2] == [2, 2]
+    assert report["seeds_in_sync"]
+    assert report["seeds_max_param_diff"] < 1e-5
