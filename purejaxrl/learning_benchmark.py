@@ -24,6 +24,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxrl import ppo
+from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
 from purejaxrl.config import RunOptions, TrainConfig
 from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
                                   play_episodes, random_policy, summarize_episodes)
@@ -94,10 +95,40 @@ def evaluate_baselines(config: TrainConfig, episodes: int) -> dict:
     return {name: summarize_episodes(play(index, key)) for index, name in enumerate(policies)}
 
 
-def learning_curve(records: list[dict]) -> list[list[float]]:
-    """[env_steps, mean stage of the training episodes that ended in the chunk] per chunk."""
-    return [[record["env_steps"], record["episode/stage_mean"]] for record in records
-            if record.get("episode/stage_mean") is not None]
+def learning_curve(records: list[dict], prefix: str = "") -> list[list[float]]:
+    """[env_steps, mean stage of the training episodes that ended in the chunk] per chunk;
+    ``prefix`` selects one seed of a multi-seed run's records (``seed<s>/``)."""
+    key = f"{prefix}episode/stage_mean"
+    return [[record["env_steps"], record[key]] for record in records
+            if record.get(key) is not None]
+
+
+def logged_curve(run_dir: str, seed: int, num_seeds: int, up_to_env_steps: int) -> list:
+    """The learning curve a run logged to ``<run_dir>/metrics.jsonl`` up to a checkpoint (the
+    part before a resume; chunks logged after that checkpoint are trained again)."""
+    path = os.path.join(run_dir, "metrics.jsonl")
+    if not os.path.exists(path):
+        return []
+    with open(path, encoding="utf-8") as handle:
+        records = [json.loads(line) for line in handle if line.strip()]
+    records = [r for r in records if r.get("env_steps", 0) <= up_to_env_steps]
+    return learning_curve(records, f"seed{seed}/" if num_seeds > 1 else "")
+
+
+def finished_rows(ledger: Optional[str], label: str, tier: str) -> dict:
+    """{seed: row} of the seeds of ``label`` (and ``tier``) already in the ledger, and the
+    baselines as {"baseline:<policy>": row}: what a resumed benchmark does not redo."""
+    if not ledger or not os.path.exists(ledger):
+        return {}
+    rows = {}
+    with open(ledger, encoding="utf-8") as handle:
+        for line in handle:
+            row = json.loads(line) if line.strip() else {}
+            if row.get("label") != label or row.get("tier") != tier:
+                continue
+            key = row["seed"] if row.get("kind") == "seed" else f"baseline:{row.get('policy')}"
+            rows[key] = row
+    return rows
 
 
 def median(values):
@@ -172,12 +203,19 @@ def append_rows(path: str, rows: list[dict]) -> None:
 
 def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: str,
         options: RunOptions, eval_episodes: int, ledger: Optional[str],
-        plot_path: Optional[str], train: Callable, say=print, vmap_seeds: bool = False) -> dict:
+        plot_path: Optional[str], train: Callable, say=print, vmap_seeds: bool = False,
+        resume: bool = False) -> dict:
     """Train and evaluate every seed, then the baselines; append the rows to ``ledger`` and
     draw ``plot_path``. With ``vmap_seeds`` the seeds (consecutive) train together in one
     compiled program (``num_seeds``, run directory ``<label>``), else one after another (run
-    directories ``<label>-s<seed>``). Returns {"seeds": rows, "baselines": summaries, "table":
-    text, "stop_signal": the signal that interrupted a training run, else None}."""
+    directories ``<label>-s<seed>``). ``train(config, options, checkpoint)`` trains (from the
+    checkpoint if not None).
+
+    ``resume``: seeds of ``label`` already in the ledger are taken from it, and a training run
+    with a checkpoint in its run directory continues from it (exactly: the trainer's resume),
+    so a tier longer than one sitting finishes over several. Returns {"seeds": rows,
+    "baselines": summaries, "table": text, "stop_signal": the signal that interrupted a
+    training run, else None}."""
     evaluate = make_network_evaluator(config, eval_episodes)
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -185,9 +223,11 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
               "eval_key": EVALUATION_KEY}
     # Baselines first and every seed's row as soon as it is evaluated: an interrupted
     # benchmark keeps the seeds it finished.
+    done = finished_rows(ledger, label, tier) if resume else {}
     baselines = evaluate_baselines(config, eval_episodes)
     baseline_rows = [{**common, "kind": "baseline", "policy": name, "eval": summary}
-                     for name, summary in baselines.items()]
+                     for name, summary in baselines.items()
+                     if f"baseline:{name}" not in done]
     if ledger:
         append_rows(ledger, baseline_rows)
     if vmap_seeds:
@@ -196,11 +236,21 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         runs = [(config.replace(seed=seed), f"{label}-s{seed}") for seed in seeds]
     seed_rows, stop_signal = [], None
     for run_config, run_name in runs:
+        if all(seed in done for seed in run_config.seeds):
+            seed_rows.extend(done[seed] for seed in run_config.seeds)
+            say(f"== {label}: seed(s) {', '.join(map(str, run_config.seeds))} already in the "
+                "ledger")
+            continue
+        run_dir = os.path.join(options.checkpoint_dir, run_name)
+        checkpoint = None
+        if resume and (list_checkpoints(run_dir) or seed_directories(run_dir)):
+            checkpoint = load_checkpoint(run_dir, multi_seed=True)
+            say(f"   resuming {run_dir} at update {checkpoint['update']}")
         say(f"== {label}: seed{'s' if run_config.num_seeds > 1 else ''} "
             f"{', '.join(map(str, run_config.seeds))}, {config.total_timesteps:,} env steps"
             + (" each, vmapped in one program" if run_config.num_seeds > 1 else ""))
         start = time.perf_counter()
-        result = train(run_config, dataclasses.replace(options, run_name=run_name))
+        result = train(run_config, dataclasses.replace(options, run_name=run_name), checkpoint)
         wall = time.perf_counter() - start
         if result.interrupted:
             # A run stopped short of the budget is not a result of this tier: keep its
@@ -211,6 +261,10 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
             break
         for seed_result in result.seeds:
             row = seed_row(common, seed_result, run_config, result, wall, options, evaluate)
+            if checkpoint is not None:
+                row["resumed_at_env_steps"] = checkpoint["env_steps"]
+                row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
+                                            checkpoint["env_steps"]) + row["curve"]
             seed_rows.append(row)
             say(f"   seed {row['seed']}: greedy stage {row['eval']['greedy']['stage_mean']:.2f}, "
                 f"sampled {row['eval']['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")

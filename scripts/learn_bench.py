@@ -38,6 +38,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--vmap-seeds", action="store_true",
                         help="train the seeds (consecutive) together in one compiled program "
                              "(the trainer's --num-seeds) instead of one after another")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue this label's benchmark: seeds already in the ledger are "
+                             "kept, a stopped training run continues from its checkpoint")
     parser.add_argument("--eval-episodes", type=int, default=DEFAULT_EVAL_EPISODES,
                         help="held-out boards per policy (default 512)")
     parser.add_argument("--ledger", default=LEDGER, help="JSONL ledger to append to")
@@ -73,8 +76,8 @@ def main(argv=None) -> int:
             raise ConfigError("the seeds are --seeds (with --vmap-seeds to train them in one "
                               "program); --num-seeds is not a benchmark flag")
         if train_args.resume:
-            raise ConfigError("the learning benchmark trains from scratch; --resume is not "
-                              "allowed")
+            raise ConfigError("the training flag --resume is not a benchmark flag: "
+                              "learn_bench.py --resume continues a benchmark")
         if train_args.total_timesteps is None:
             train_args.total_timesteps = tier.total_timesteps
         if train_args.num_envs is None:
@@ -91,6 +94,7 @@ def main(argv=None) -> int:
     except SystemExit as exit_:  # argparse of the training flags
         return int(exit_.code or 2)
 
+    from purejaxrl.checkpoint import CheckpointError
     from purejaxrl.learning_benchmark import run
     from purejaxrl.train import train
 
@@ -98,8 +102,16 @@ def main(argv=None) -> int:
     plot = args.plot or os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")
     command = "python scripts/learn_bench.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
-    outcome = run(config, seeds, label, args.tier, command, options, args.eval_episodes, ledger,
-                  plot, lambda c, o: train(c, o), vmap_seeds=args.vmap_seeds)
+    try:
+        outcome = run(config, seeds, label, args.tier, command, options, args.eval_episodes,
+                      ledger, plot, lambda c, o, checkpoint: train(c, o, checkpoint=checkpoint),
+                      vmap_seeds=args.vmap_seeds, resume=args.resume)
+    except ConfigError as error:  # e.g. resuming a run of other flags
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    except CheckpointError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 1
     print(f"\n{label} ({args.tier}): {config.total_timesteps:,} env steps per seed, "
           f"{args.eval_episodes} held-out boards per policy")
     print(outcome["table"])

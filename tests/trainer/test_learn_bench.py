@@ -95,34 +95,57 @@ def test_learning_curve_png_is_written(bench_run):
     assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
-def test_an_interrupted_seed_is_not_recorded_and_finished_rows_are_kept(tmp_path,
-                                                                      compile_cache_dir):
+def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
+        tmp_path, compile_cache_dir):
     """Rows are appended as they are made (baselines first, then each seed): a stop during the
-    second seed keeps the first seed's row and records nothing for the seed cut short."""
+    second seed keeps the first seed's row and records nothing for the seed cut short. Then
+    ``resume``: seed 1 is taken from the ledger (not trained again), seed 2 continues from its
+    checkpoint (its curve joins the logged part and the rest), seed 3 trains; the baselines
+    are not appended twice."""
     import dataclasses
 
     from purejaxrl.config import RunOptions, TrainConfig
     from purejaxrl.learning_benchmark import run
     from purejaxrl.train import train
 
+    # Episodes of at most 4 steps: every 8-step update ends some, so each has a curve point.
     config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
-                         hidden_width=16, num_minibatches=4, update_epochs=4)
+                         max_episode_steps=4, hidden_width=16, num_minibatches=4,
+                         update_epochs=4)
     options = RunOptions(checkpoint_dir=str(tmp_path / "runs"), wandb=False, quiet=True,
                          compile_cache_dir=compile_cache_dir)
 
-    def train_then_stop_on_seed_2(seed_config, seed_options):
-        result = train(seed_config, seed_options)
-        if seed_config.seed == 2:
-            return dataclasses.replace(result, interrupted=True, stop_signal=15)
-        return result
+    def stop_after_one_update_on_seed_2(seed_config, seed_options, checkpoint):
+        assert checkpoint is None
+        if seed_config.seed != 2:
+            return train(seed_config, seed_options)
+        result = train(seed_config, seed_options, stop_after_updates=1)
+        return dataclasses.replace(result, interrupted=True, stop_signal=15)
 
     ledger = tmp_path / "ledger.jsonl"
     outcome = run(config, [1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger), None,
-                  train_then_stop_on_seed_2, say=lambda line: None)
+                  stop_after_one_update_on_seed_2, say=lambda line: None)
     rows = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert outcome["stop_signal"] == 15
     assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1]
     assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
+
+    trained = []
+
+    def train_recording(seed_config, seed_options, checkpoint):
+        trained.append((seed_config.seed, checkpoint["update"] if checkpoint else None))
+        return train(seed_config, seed_options, checkpoint=checkpoint)
+
+    outcome = run(config, [1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger), None,
+                  train_recording, say=lambda line: None, resume=True)
+    assert trained == [(2, 1), (3, None)]
+    assert outcome["stop_signal"] is None and [r["seed"] for r in outcome["seeds"]] == [1, 2, 3]
+    rows = [json.loads(line) for line in ledger.read_text().splitlines()]
+    assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1, 2, 3]
+    assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
+    resumed = next(r for r in rows if r.get("seed") == 2)
+    assert resumed["resumed_at_env_steps"] == 32 and resumed["env_steps"] == 64
+    assert [steps for steps, _ in resumed["curve"]] == [32, 64]
 
 
 def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
