@@ -158,3 +158,26 @@ def test_help_states_the_defaults_that_train_config_defines():
     assert helps["normalize_rewards"].endswith("default on" if defaults.normalize_rewards
                                                else "default off")
     assert helps["num_minibatches"] == "default: auto-scaled"
+
+
+def test_num_seeds_run_resumes_from_its_directory_and_each_seed_evaluates(tmp_path, capsys):
+    """--num-seeds 2: stop after 1 of 2 updates, `--resume <run dir>` continues both seeds;
+    evaluate.py refuses the run directory (naming the seed directories) and takes a seed's."""
+    common = [*TINY, "--total-timesteps", "64", "--checkpoint-dir", str(tmp_path),
+              "--no-compile-cache", "--quiet"]
+    assert train_main([*common, "--seed", "5", "--num-seeds", "2", "--run-name", "pair",
+                       "--stop-after-updates", "1"]) == 0
+    run_dir = tmp_path / "pair"
+    assert sorted(os.listdir(run_dir)) == ["metrics.jsonl", "seed-5", "seed-6"]
+    capsys.readouterr()
+    assert train_main(["--resume", str(run_dir), "--no-wandb", "--checkpoint-dir",
+                       str(tmp_path), "--no-compile-cache"]) == 0
+    out = capsys.readouterr().out
+    assert "resuming at update 1/2" in out and "seeds 5..6 vmapped" in out
+    assert "seed 6 | update 2" in out
+    assert os.path.exists(run_dir / "seed-6" / "checkpoint_2.pkl")
+    refused = run(EVALUATE, "--checkpoint", str(run_dir), "--episodes", "4")
+    assert refused.returncode == 1 and "multi-seed run (seeds 5, 6)" in refused.stderr
+    assert "Traceback" not in refused.stderr
+    one_seed = run(EVALUATE, "--checkpoint", str(run_dir / "seed-6"), "--episodes", "4")
+    assert one_seed.returncode == 0, one_seed.stderr[-2000:]
