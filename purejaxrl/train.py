@@ -346,13 +346,17 @@ class _Run:
     def chunk_record(self, num_active: int, seconds: float) -> dict:
         """What a chunk reports for the run as a whole (speed, position, batch layout)."""
         config = self.config
-        sps = num_active * config.batch_size * config.num_seeds / seconds
-        return {"update": self.update, "env_steps": self.update * config.batch_size,
-                "sps": sps, "chunk_seconds": seconds,
-                "eta_s": (config.num_updates - self.update) * config.batch_size
-                * config.num_seeds / sps,
-                "elapsed_s": self.elapsed_before + self.train_seconds,
-                "compile_s": self.compile_seconds, **self.derived}
+        # env_steps and sps are per seed (a seed's position, as in the live progress line);
+        # with several seeds the program's throughput is sps_all_seeds.
+        sps = num_active * config.batch_size / seconds
+        record = {"update": self.update, "env_steps": self.update * config.batch_size,
+                  "sps": sps, "chunk_seconds": seconds,
+                  "eta_s": (config.num_updates - self.update) * config.batch_size / sps,
+                  "elapsed_s": self.elapsed_before + self.train_seconds,
+                  "compile_s": self.compile_seconds, **self.derived}
+        if config.num_seeds > 1:
+            record["sps_all_seeds"] = sps * config.num_seeds
+        return record
 
     def seed_records(self, record: dict, metrics) -> list[dict]:
         """Per seed: the run's record with that seed's metrics, evaluation and health, the

@@ -82,6 +82,7 @@ def test_one_record_per_chunk_with_every_seed_under_its_prefix(multi_run):
             assert f"seed{seed}/episode/return_mean" in record
             assert f"seed{seed}/health/stalling" in record
         assert "episode/return_mean" not in record
+        assert record["sps_all_seeds"] == pytest.approx(2 * record["sps"])
     lines = open(os.path.join(multi_run.run_dir, "metrics.jsonl")).read().splitlines()
     assert len(lines) == 3
 
