@@ -298,10 +298,8 @@ class _Run:
             return None
         paths = []
         for index, track in enumerate(self.tracks):
-            multi = self.config.num_seeds > 1
             paths.append(save_checkpoint(
-                track.run_dir,
-                runner_state=ppo.seed_slice(host_runner, index) if multi else host_runner,
+                track.run_dir, runner_state=self.of_seed(host_runner, index),
                 config=self.config.replace(seed=track.seed, num_seeds=1).to_dict(),
                 update=self.update, env_steps=self.update * self.config.batch_size,
                 run_name=track.run_name, wandb_run_id=self.wandb_run_id,
@@ -362,13 +360,14 @@ class _Run:
         """Per seed: the run's record with that seed's metrics, evaluation and health, the
         record a single-seed run would log."""
         multi = self.config.num_seeds > 1
-        params = distributed.local_copy(self.runner.params) if self.evaluator else None
+        # Each process evaluates alone (no cross-process program) on its own copy.
+        params = distributed.local_copy(self.runner.params) if self.evaluation_due() else None
         records = []
         for index, track in enumerate(self.tracks):
             seed_metrics = jax.tree.map(lambda x: x[:, index], metrics) if multi else metrics
             seed_record = {**record, **summarize_chunk(seed_metrics, self.reward_components)}
-            seed_record.update(self.evaluate(
-                track.seed, ppo.seed_slice(params, index) if multi and params is not None else params))
+            if params is not None:
+                seed_record.update(self.evaluate(track.seed, self.of_seed(params, index)))
             warning = track.stalling.update(seed_record)
             seed_record["health/stalling"] = warning is not None
             seed_record["health/stalling_warning"] = warning
@@ -376,15 +375,19 @@ class _Run:
             track.records.append(seed_record)
         return records
 
+    def of_seed(self, tree, index: int):
+        """Seed ``index``'s part of a runner-state value (the value itself for one seed)."""
+        return ppo.seed_slice(tree, index) if self.config.num_seeds > 1 else tree
+
+    def evaluation_due(self) -> bool:
+        return self.evaluator is not None and (
+            self.update % self.options.eval_interval == 0
+            or self.update == self.config.num_updates)
+
     def evaluate(self, seed: int, params) -> dict:
-        """Evaluation results of ``params`` (one seed's) where one is due, else {}."""
-        config, options = self.config, self.options
-        if self.evaluator is None or not (self.update % options.eval_interval == 0
-                                          or self.update == config.num_updates):
-            return {}
+        """Evaluation results of ``params`` (one seed's). Every process gets the same numbers;
+        process 0 logs them."""
         key = jax.random.fold_in(jax.random.PRNGKey(seed + 1), self.update)
-        # Each process evaluates alone (no cross-process program); all get the same numbers,
-        # process 0 logs them.
         results = self.evaluator(params, key)
         return {f"eval_{mode}/{name}": value for mode, per_env in results.items()
                 for name, value in summarize_episodes(per_env).items()}
@@ -507,9 +510,8 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
             stop_signal = stop.signum if interrupted else None
     finally:
         run.close()
-    multi = config.num_seeds > 1
     seeds = [SeedResult(seed=track.seed, run_dir=track.run_dir,
-                        runner_state=ppo.seed_slice(run.runner, index) if multi else run.runner,
+                        runner_state=run.of_seed(run.runner, index),
                         records=track.records, last_checkpoint=track.last_checkpoint)
              for index, track in enumerate(run.tracks)]
     return TrainResult(runner_state=run.runner, run_name=run.run_name, run_dir=run.run_dir,
