@@ -50,6 +50,9 @@ class TrainConfig:
     reward_shaping: str = struct.field(pytree_node=False, default="potential")
     max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
     close_undo_exploit: bool = struct.field(pytree_node=False, default=True)
+    # A reward UNDO took back is not paid again (envs/hackmatrix/core/reward_ledger.py);
+    # off until measured (SPEC §4.4).
+    undo_pays_once: bool = struct.field(pytree_node=False, default=False)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Batch
@@ -126,7 +129,7 @@ class TrainConfig:
 
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs.
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
-                      "training_reward": "env", "num_seeds": 1}
+                      "training_reward": "env", "num_seeds": 1, "undo_pays_once": False}
 
 
 @dataclasses.dataclass

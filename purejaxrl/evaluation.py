@@ -51,7 +51,8 @@ def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int
                 finished=zeros_b, episode_return=zeros_f, length=jnp.zeros(num_envs, jnp.int32),
                 stage=jnp.zeros(num_envs, jnp.int32), won=zeros_b, died=zeros_b,
                 truncated=zeros_b, invalid=zeros_b, siphons=jnp.zeros(num_envs, jnp.int32),
-                programs=jnp.zeros(num_envs, jnp.int32), masked=jnp.zeros(num_envs, jnp.int32))
+                programs=jnp.zeros(num_envs, jnp.int32), masked=jnp.zeros(num_envs, jnp.int32),
+                undo_exploit=jnp.zeros(num_envs, jnp.int32))
 
     def running(carry):
         return (carry["t"] < max_steps) & ~jnp.all(carry["finished"])
@@ -80,12 +81,13 @@ def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int
             invalid=carry["invalid"] | (playing & info["invalid_action"]),
             siphons=count(carry["siphons"], actions == ACTION_SIPHON),
             programs=count(carry["programs"], actions >= PROGRAM_ACTION_OFFSET),
-            masked=count(carry["masked"], ~legal))
+            masked=count(carry["masked"], ~legal),
+            undo_exploit=count(carry["undo_exploit"], info["undo_exploit_completion"]))
 
     final = lax.while_loop(running, step, init)
     return {name: final[name] for name in ("episode_return", "length", "stage", "won", "died",
                                            "truncated", "invalid", "finished", "siphons",
-                                           "programs", "masked")}
+                                           "programs", "masked", "undo_exploit")}
 
 
 def summarize_episodes(results: dict) -> dict:
@@ -104,6 +106,9 @@ def summarize_episodes(results: dict) -> dict:
         "siphons_per_episode": float(np.mean(results["siphons"])),
         "programs_per_episode": float(np.mean(results["programs"])),
         "masked_actions": int(np.sum(results["masked"])),
+        # Stage completions on a board UNDO restored from an earlier stage (decisions R9):
+        # where the env leaves that loop open, a stage or a win may be bought with it.
+        "undo_exploit_completions_per_episode": float(np.mean(results["undo_exploit"])),
     }
 
 

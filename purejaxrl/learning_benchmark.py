@@ -142,12 +142,16 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
                ("truncation_rate", "trunc", ".3f"), ("length_mean", "length", ".0f"),
                ("return_mean", "return", ".2f"), ("siphons_per_episode", "siph/ep", ".2f"),
                ("programs_per_episode", "prog/ep", ".2f"), ("invalid_actions", "invalid", "d"),
-               ("masked_actions", "masked", "d"))
+               ("masked_actions", "masked", "d"),
+               ("undo_exploit_completions_per_episode", "R9/ep", ".2f"))
     header = f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
     lines = [header]
 
+    def cell(value, fmt):  # rows written before a column existed show "-"
+        return f"{'-' if value is None else format(value, fmt):>10}"
+
     def line(name, summary):
-        cells = "".join(f"{format(summary[key], fmt):>10}" for key, _, fmt in columns)
+        cells = "".join(cell(summary.get(key), fmt) for key, _, fmt in columns)
         lines.append(f"{name:<24}{cells}")
 
     for mode in ("greedy", "sampled"):
@@ -155,7 +159,8 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
             line(f"seed {row['seed']} {mode}", row["eval"][mode])
         if len(seed_rows) > 1:
             lines.append(f"{'median ' + mode:<24}" + "".join(
-                f"{format(median([r['eval'][mode][key] for r in seed_rows]), fmt if fmt != 'd' else '.0f'):>10}"
+                cell(median([r['eval'][mode].get(key) for r in seed_rows]),
+                     fmt if fmt != 'd' else '.0f')
                 for key, _, fmt in columns))
     for name, summary in baselines.items():
         line(name, summary)

@@ -55,7 +55,8 @@ def env_class(name: str) -> type:
 def make_env(config: TrainConfig) -> tuple[TrainableEnv, EnvParams]:
     """(env, env_params) for ``config.env``; both meet ``env_protocol.TrainableEnv``."""
     env = env_class(config.env)(reward_shaping=config.reward_shaping,
-                                close_undo_exploit=config.close_undo_exploit)
+                                close_undo_exploit=config.close_undo_exploit,
+                                undo_pays_once=config.undo_pays_once)
     params = env.default_params
     if config.max_episode_steps is not None:
         params = params.replace(max_steps_in_episode=config.max_episode_steps)

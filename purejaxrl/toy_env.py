@@ -78,10 +78,12 @@ class ToyCorridor:
     num_actions = NUM_ACTIONS
     reward_components = REWARD_COMPONENTS
 
-    def __init__(self, reward_shaping: str = "swift", close_undo_exploit: bool = False):
+    def __init__(self, reward_shaping: str = "swift", close_undo_exploit: bool = False,
+                 undo_pays_once: bool = False):
         # Accepted so the trainer's factory passes the same options to both environments.
         self.reward_shaping = reward_shaping
         self.close_undo_exploit = close_undo_exploit
+        self.undo_pays_once = undo_pays_once
 
     @property
     def default_params(self) -> ToyEnvParams:

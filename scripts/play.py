@@ -58,6 +58,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--scenario", metavar="JSON", help="start from a setState scenario file")
     parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
     parser.add_argument("--close-undo-exploit", action="store_true")
+    parser.add_argument("--undo-pays-once", action="store_true",
+                        help="a reward that UNDO took back is not paid again (a training option)")
     parser.add_argument("--max-episode-steps", type=int, default=None)
     parser.add_argument("--reveal", action="store_true", help="start with hidden things shown")
     parser.add_argument("--color", choices=("auto", "always", "never"), default="auto")
@@ -93,6 +95,7 @@ class Game:
 
         config = TrainConfig(env="hackmatrix", reward_shaping=args.reward_shaping,
                              close_undo_exploit=args.close_undo_exploit,
+                             undo_pays_once=args.undo_pays_once,
                              max_episode_steps=args.max_episode_steps)
         env, self.env_params = ppo.make_env(config)
         self._step = jitted_env_step(env)  # the program watch_agent steps with

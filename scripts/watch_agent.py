@@ -100,12 +100,16 @@ def check_arguments(args) -> None:
 def env_options_of(config) -> dict:
     return {"reward_shaping": config.reward_shaping,
             "close_undo_exploit": config.close_undo_exploit,
+            "undo_pays_once": config.undo_pays_once,
             "max_episode_steps": config.max_episode_steps, "gamma": config.gamma}
 
 
 def config_for_options(options: dict):
     from purejaxrl.config import TrainConfig
-    return TrainConfig(env="hackmatrix", **options)
+    from purejaxrl.config import FIELDS_ADDED_LATER
+    # A record that predates an option was played without it.
+    return TrainConfig(env="hackmatrix", **{"undo_pays_once": FIELDS_ADDED_LATER["undo_pays_once"],
+                                            **options})
 
 
 def load_policy(path: str):

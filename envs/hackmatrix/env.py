@@ -6,10 +6,11 @@ from flax import struct
 import jax
 import jax.numpy as jnp
 from gymnax.environments import environment, spaces
+import numpy as np
 
-from .core import generation, rewards
+from .core import generation, reward_ledger, rewards
 from . import observation
-from .core.constants import GRID, N_ACTIONS, N_PROGRAMS
+from .core.constants import GRID, N_ACTIONS, N_PROGRAMS, PROGRAM_ACTION_OFFSET, UNDO
 from .core.game import step_game, step_keys
 from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
@@ -19,6 +20,8 @@ from .core.state import (HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState,
 SHAPING_MODES = ("swift", "potential")
 DEFAULT_MAX_STEPS = 1000
 REWARD_COMPONENTS = rewards.REWARD_FIELDS
+# The components the undo_pays_once option pays once (core/reward_ledger.py).
+PAID_ONCE = np.array([name not in reward_ledger.PAID_EVERY_STEP for name in REWARD_COMPONENTS])
 
 
 @struct.dataclass
@@ -44,13 +47,15 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     Static options (constructor): ``reward_shaping`` "swift" (Swift's one-directional distance
     bonus, the default) or "potential" (decisions R7); ``close_undo_exploit`` clears the UNDO
-    history at every stage start (decisions R9, off by default); slot capacities.
+    history at every stage start (decisions R9, off by default); ``undo_pays_once`` pays a
+    reward that UNDO took back only once (``core/reward_ledger.py``; a training option, off by
+    default: Swift pays it again); slot capacities.
     """
 
     reward_components = REWARD_COMPONENTS  # info["reward_breakdown"] keys, in summing order
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
-                 max_enemies: int = MAX_ENEMIES, max_transmissions: int = MAX_TRANSMISSIONS,
+                 undo_pays_once: bool = False, max_enemies: int = MAX_ENEMIES, max_transmissions: int = MAX_TRANSMISSIONS,
                  history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, got {reward_shaping!r}")
@@ -58,13 +63,14 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             raise ValueError("capacities must be positive")
         self.reward_shaping = reward_shaping
         self.close_undo_exploit = close_undo_exploit
+        self.undo_pays_once = undo_pays_once
         self.max_enemies = max_enemies
         self.max_transmissions = max_transmissions
         self.history_size = history_size
         self._sparse_new_boards = sparse_update(self._new_boards)
 
     def _config(self):
-        return (self.reward_shaping, self.close_undo_exploit, self.max_enemies,
+        return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once, self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -86,9 +92,16 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return N_ACTIONS
 
     def new_game(self, key) -> EnvState:
-        return generation.new_game(key, max_enemies=self.max_enemies,
-                                   max_transmissions=self.max_transmissions,
-                                   history_size=self.history_size)
+        state = generation.new_game(key, max_enemies=self.max_enemies,
+                                    max_transmissions=self.max_transmissions,
+                                    history_size=self.history_size)
+        return state.replace(ledger=self.fresh_ledger())
+
+    def fresh_ledger(self):
+        """A new episode's reward ledger (``undo_pays_once``), else None."""
+        if not self.undo_pays_once:
+            return None
+        return reward_ledger.empty_ledger(self.history_size, len(REWARD_COMPONENTS))
 
     def _new_boards(self, carry, k_stage, key_reset, advance, reset):
         """One lane's new boards after a step: the next stage's (game-rules §3.3) where the
@@ -127,15 +140,18 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def step_env(self, key, state: EnvState, action, params: EnvParams):
         """One step without auto-reset (Swift's headless ``done`` semantics)."""
         stepped, inputs, events = self._play(state, action, key)
-        state, last_state, _, inputs = self._advance_or_reset(
+        state_next, last_state, _, inputs = self._advance_or_reset(
             stepped, inputs, events, key, key, jnp.zeros_like(events.exit_reached))
-        reward, info = self._outcome(last_state, inputs, events, params)
-        return observation.build_observation(state), state, reward, _terminal(inputs, events), info
+        reward, info, ledger = self._outcome(state, action, last_state, inputs, events, params)
+        state_next = state_next.replace(ledger=ledger)
+        return (observation.build_observation(state_next), state_next, reward,
+                _terminal(inputs, events), info)
 
     def _play(self, state: EnvState, action, key):
         """The game's step (``core.game.step_game``: the rules, a stage advance's board left
         to ``_advance_or_reset``) and the episode clock."""
-        stepped, inputs, events = step_game(state, action, key,
+        # The reward ledger is not the game's: ``_outcome`` keeps it (None in ``stepped``).
+        stepped, inputs, events = step_game(state.replace(ledger=None), action, key,
                                             close_undo_exploit=self.close_undo_exploit)
         return stepped.replace(time=stepped.time + 1), inputs, events
 
@@ -166,10 +182,23 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def is_truncated(self, state: EnvState, params: EnvParams):
         return state.time >= params.max_steps_in_episode
 
-    def _outcome(self, state, inputs, events, params):
-        """(reward, info) of a finished step."""
+    def _outcome(self, before: EnvState, action, state: EnvState, inputs, events, params):
+        """(reward, info, the reward ledger after the step) of a step from ``before`` that
+        ended on ``state``; the ledger is None without ``undo_pays_once``."""
         breakdown = rewards.compute_reward(inputs, shaping=self.reward_shaping,
                                            gamma=params.shaping_gamma)
+        ledger = None
+        if self.undo_pays_once:
+            # A state built without one (a setState scenario) has paid nothing yet.
+            ledger = before.ledger if before.ledger is not None else self.fresh_ledger()
+            paid, ledger = reward_ledger.pay_once(
+                ledger, jnp.stack([getattr(breakdown, name) for name in REWARD_COMPONENTS]),
+                jnp.asarray(PAID_ONCE),
+                undid=events.success & (action == PROGRAM_ACTION_OFFSET + UNDO),
+                popped_slot=before.history.head, pushed=events.enemy_turn_ran,
+                pushed_slot=state.history.head)
+            breakdown = rewards.RewardBreakdown(
+                **{name: paid[index] for index, name in enumerate(REWARD_COMPONENTS)})
         info = {
             "reward_breakdown": {name: getattr(breakdown, name) for name in REWARD_COMPONENTS},
             "invalid_action": ~events.success,
@@ -182,7 +211,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
         }
-        return rewards.total_reward(breakdown), info
+        return rewards.total_reward(breakdown), info, ledger
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):
@@ -201,7 +230,10 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         state_next, last_state, ended_obs, inputs = self._advance_or_reset(
             stepped, inputs, events, key_step, key_reset, done)
         obs = observation.build_observation(state_next)
-        reward, info = self._outcome(last_state, inputs, events, params)
+        reward, info, ledger = self._outcome(state, action, last_state, inputs, events, params)
+        if ledger is not None:  # a new episode starts a new ledger
+            ledger = tree_where(done, self.fresh_ledger(), ledger)
+        state_next = state_next.replace(ledger=ledger)
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": tree_where(done, ended_obs, obs)}
         return obs, state_next, reward, terminated, truncated, info

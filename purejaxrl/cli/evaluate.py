@@ -39,6 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
     parser.add_argument("--max-episode-steps", type=int)
     parser.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
+    parser.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     return parser
 
@@ -88,7 +89,8 @@ def main(argv=None) -> int:
         print(f"checkpoint {checkpoint['path']} (update {checkpoint['update']}, "
               f"{checkpoint['env_steps']:,} env steps)")
     overrides = {name: getattr(args, name) for name in
-                 ("env", "reward_shaping", "max_episode_steps", "close_undo_exploit")
+                 ("env", "reward_shaping", "max_episode_steps", "close_undo_exploit",
+                  "undo_pays_once")
                  if getattr(args, name) is not None}
     config = config.replace(**overrides)
     if params is not None and config.env != TrainConfig.from_dict(checkpoint["config"]).env:

@@ -34,7 +34,8 @@ from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa
 
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
-    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "training_reward",
+    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
+    "training_reward",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
@@ -58,6 +59,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="truncation limit (default: the environment's)")
     env.add_argument("--close-undo-exploit", action=flag,
                      help="clear the UNDO history at each stage start (decisions R9)")
+    env.add_argument("--undo-pays-once", action=flag,
+                     help="a reward that UNDO took back is not paid again (Swift pays it "
+                          "again, a farm trained agents find: SPEC §1.5)")
     env.add_argument("--training-reward", choices=TRAINING_REWARD_CHOICES,
                      help="env: the environment's reward; progress: without the components "
                           "that only pay for postponing death (damage, recovery, death "

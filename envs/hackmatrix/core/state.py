@@ -16,6 +16,7 @@ import jax
 import jax.numpy as jnp
 
 from .constants import EMPTY, N_CELLS, N_PROGRAMS
+from .reward_ledger import RewardLedger
 
 # Default capacities (decisions R3; see SPEC.md for the soak that justifies them).
 MAX_ENEMIES = 32
@@ -123,6 +124,9 @@ class EnvState:
     board_from_undo: jax.Array  # the grid was restored by UNDO from an earlier stage (R9)
     overflow: jax.Array  # appends dropped for lack of a free slot (must stay 0)
     time: jax.Array  # env steps taken in this episode (for truncation)
+    # The undo_pays_once training option's reward totals (reward_ledger); None without it,
+    # so the game's own state is the same with or without the option.
+    ledger: RewardLedger | None = None
 
     @property
     def owned(self) -> jax.Array:
