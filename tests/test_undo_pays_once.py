@@ -143,7 +143,8 @@ def _rollouts(num_envs=16, num_steps=120):
                                                for a, b in zip(jax.tree.leaves(obs_swift),
                                                                jax.tree.leaves(obs_once))]),
                                     axis=0),
-                   best=jnp.sum(s_once.ledger.best_gains, -1) - jnp.sum(s_once.ledger.worst_losses, -1))
+                   best=(jnp.sum(s_once.ledger.best_gains, -1)
+                         - jnp.sum(s_once.ledger.worst_losses, -1)))
         return (obs_swift, s_swift, s_once), out
 
     @jax.jit

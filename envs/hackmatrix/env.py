@@ -55,8 +55,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     reward_components = REWARD_COMPONENTS  # info["reward_breakdown"] keys, in summing order
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
-                 undo_pays_once: bool = False, max_enemies: int = MAX_ENEMIES, max_transmissions: int = MAX_TRANSMISSIONS,
-                 history_size: int = HISTORY_SIZE):
+                 undo_pays_once: bool = False, max_enemies: int = MAX_ENEMIES,
+                 max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, got {reward_shaping!r}")
         if history_size < 1 or max_enemies < 1 or max_transmissions < 1:
@@ -70,8 +70,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self._sparse_new_boards = sparse_update(self._new_boards)
 
     def _config(self):
-        return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once, self.max_enemies,
-                self.max_transmissions, self.history_size)
+        return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
+                self.max_enemies, self.max_transmissions, self.history_size)
 
     def __hash__(self):
         return hash(self._config())
