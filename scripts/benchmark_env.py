@@ -15,6 +15,7 @@ from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
+from purejaxrl.config import REWARD_SHAPING_CHOICES  # noqa: E402
 from purejaxrl.env_throughput import bench  # noqa: E402
 
 
@@ -26,7 +27,9 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--output", default="benchmarks/env_results.jsonl",
                         help="JSON lines file to append to ('' to skip)")
-    parser.add_argument("--reward-shaping", choices=["swift", "potential"], default="swift")
+    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
+    parser.add_argument("--undo-pays-once", action="store_true",
+                        help="measure the step with the training option's reward ledger")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1:
         parser.error("--num-envs, --num-steps and --repeats must be positive")
@@ -35,7 +38,8 @@ def main(argv=None):
     print(f"{'envs':>6} {'steps':>5} {'lower s':>8} {'compile s':>9} {'steps/s (median)':>17} "
           f"{'min..max':>19} {'us/step':>8} {'RSS MB':>7}")
     for n in args.num_envs:
-        row = bench(n, args.num_steps, args.repeats, args.seed, {"reward_shaping": args.reward_shaping})
+        env_options = {"reward_shaping": args.reward_shaping, "undo_pays_once": args.undo_pays_once}
+        row = bench(n, args.num_steps, args.repeats, args.seed, env_options)
         rows.append(row)
         print(f"{n:>6} {args.num_steps:>5} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
               f"{row['sps_median']:>17,.0f} {row['sps_min']:>9,.0f}..{row['sps_max']:<9,.0f} "

@@ -21,8 +21,12 @@ choose_platforms()  # before anything imports JAX
 from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
-COLUMNS = ("win_rate", "stage_mean", "return_mean", "length_mean", "death_rate",
-           "truncation_rate", "invalid_actions", "unfinished")
+# summary key -> column header; R9/ep: stage completions on a board UNDO brought back from an
+# earlier stage (decisions R9), the sign of the cross-stage UNDO loop.
+COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "return_mean",
+           "length_mean": "length_mean", "death_rate": "death_rate",
+           "truncation_rate": "truncation_rate", "undo_exploit_completions_per_episode": "R9/ep",
+           "invalid_actions": "invalid_actions", "unfinished": "unfinished"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -46,11 +50,11 @@ def build_parser() -> argparse.ArgumentParser:
 
 def format_table(results: dict) -> str:
     width = max(len(name) for name in results) + 2
-    lines = ["policy".ljust(width) + "".join(c.rjust(16) for c in COLUMNS)]
+    lines = ["policy".ljust(width) + "".join(header.rjust(16) for header in COLUMNS.values())]
     for name, summary in results.items():
         cells = []
-        for column in COLUMNS:
-            value = summary[column]
+        for key in COLUMNS:
+            value = summary[key]
             cells.append((f"{value:.4f}" if isinstance(value, float) else str(value)).rjust(16))
         lines.append(name.ljust(width) + "".join(cells))
     return "\n".join(lines)

@@ -129,8 +129,11 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     out = tmp_path / "eval.json"
     result = run(EVALUATE, "--checkpoint", run_dir, "--episodes", "8", "--json", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
-    for name in ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic"):
-        assert name in result.stdout
+    table = result.stdout.splitlines()[-5:]
+    assert "R9/ep" in table[0].split()  # the cross-stage UNDO loop is visible in the table
+    for name, row in zip(("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic"),
+                         table[1:]):
+        assert row.split()[0] == name and len(row.split()) == len(table[0].split())
     results = json.loads(out.read_text())
     assert results["heuristic"]["win_rate"] == 1.0 and results["heuristic"]["length_mean"] == 4.0
     assert all(r["invalid_actions"] == 0 and r["episodes"] == 8 for r in results.values())
