@@ -50,9 +50,9 @@ class TrainConfig:
     reward_shaping: str = struct.field(pytree_node=False, default="potential")
     max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
     close_undo_exploit: bool = struct.field(pytree_node=False, default=True)
-    # A reward UNDO took back is not paid again (envs/hackmatrix/core/reward_ledger.py);
-    # off until measured (SPEC §4.4).
-    undo_pays_once: bool = struct.field(pytree_node=False, default=False)
+    # A reward UNDO took back is not paid again (envs/hackmatrix/core/reward_ledger.py): Swift
+    # pays it again, and agents learn to farm it (SPEC §4.4).
+    undo_pays_once: bool = struct.field(pytree_node=False, default=True)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Batch
