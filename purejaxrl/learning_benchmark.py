@@ -239,10 +239,17 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         runs = [(config.replace(seed=seeds[0], num_seeds=len(seeds)), label)]
     else:
         runs = [(config.replace(seed=seed), f"{label}-s{seed}") for seed in seeds]
-    seed_rows, stop_signal = [], None
+    # Seeds kept from the ledger belong to every table and curve drawn, from the first one.
+    rows_by_seed = {seed: done[seed] for seed in seeds if seed in done}
+    stop_signal = None
+
+    def draw():
+        if plot_path and rows_by_seed:
+            plot_learning_curves(plot_path, f"{label} ({tier})",
+                                 [rows_by_seed[s] for s in sorted(rows_by_seed)], baselines)
+
     for run_config, run_name in runs:
         if all(seed in done for seed in run_config.seeds):
-            seed_rows.extend(done[seed] for seed in run_config.seeds)
             say(f"== {label}: seed(s) {', '.join(map(str, run_config.seeds))} already in the "
                 "ledger")
             continue
@@ -270,13 +277,14 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                 row["resumed_at_env_steps"] = checkpoint["env_steps"]
                 row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
                                             checkpoint["env_steps"]) + row["curve"]
-            seed_rows.append(row)
+            rows_by_seed[row["seed"]] = row
             say(f"   seed {row['seed']}: greedy stage {row['eval']['greedy']['stage_mean']:.2f}, "
                 f"sampled {row['eval']['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")
             if ledger:
                 append_rows(ledger, [row])
-        if plot_path:
-            plot_learning_curves(plot_path, f"{label} ({tier})", seed_rows, baselines)
+        draw()  # after each trained seed: an interrupted benchmark keeps its curve
+    draw()
+    seed_rows = [rows_by_seed[s] for s in sorted(rows_by_seed)]
     table = summary_table(seed_rows, baselines)
     return {"seeds": seed_rows, "baselines": baselines, "table": table,
             "stop_signal": stop_signal}

@@ -96,14 +96,16 @@ def test_learning_curve_png_is_written(bench_run):
 
 
 def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
-        tmp_path, compile_cache_dir):
+        tmp_path, compile_cache_dir, monkeypatch):
     """Rows are appended as they are made (baselines first, then each seed): a stop during the
     second seed keeps the first seed's row and records nothing for the seed cut short. Then
     ``resume``: seed 1 is taken from the ledger (not trained again), seed 2 continues from its
     checkpoint (its curve joins the logged part and the rest), seed 3 trains; the baselines
-    are not appended twice."""
+    are not appended twice. A later resume that adds seed 0 draws the curves of every seed,
+    the kept ones included, from its first drawing on."""
     import dataclasses
 
+    from purejaxrl import learning_benchmark
     from purejaxrl.config import RunOptions, TrainConfig
     from purejaxrl.learning_benchmark import run
     from purejaxrl.train import train
@@ -147,6 +149,16 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     assert resumed["resumed_at_env_steps"] == 32 and resumed["env_steps"] == 64
     assert [steps for steps, _ in resumed["curve"]] == [32, 64]
 
+    drawn = []
+    monkeypatch.setattr(learning_benchmark, "plot_learning_curves",
+                        lambda path, title, seed_rows, baselines: drawn.append(
+                            [r["seed"] for r in seed_rows]))
+    outcome = run(config, [0, 1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger),
+                  str(tmp_path / "cut.png"), train_recording, say=lambda line: None, resume=True)
+    assert trained[-1] == (0, None) and len(trained) == 3
+    assert drawn and all(seeds == [0, 1, 2, 3] for seeds in drawn)
+    assert [r["seed"] for r in outcome["seeds"]] == [0, 1, 2, 3]
+
 
 def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
     """Seeds and baselines are judged in the game itself: the env's own defaults (Swift's
@@ -155,11 +167,11 @@ def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
     from purejaxrl.config import TrainConfig
     from purejaxrl.learning_benchmark import evaluation_env
     config = TrainConfig(env="hackmatrix", reward_shaping="potential", close_undo_exploit=True,
-                         max_episode_steps=300, gamma=0.9)
+                         undo_pays_once=True, max_episode_steps=300, gamma=0.9)
     env, params = evaluation_env(config)
     parity = HackMatrix()
-    assert (env.reward_shaping, env.close_undo_exploit) == (parity.reward_shaping,
-                                                            parity.close_undo_exploit)
+    judged = (env.reward_shaping, env.close_undo_exploit, env.undo_pays_once)
+    assert judged == (parity.reward_shaping, parity.close_undo_exploit, parity.undo_pays_once)
     assert params == parity.default_params
 
 
