@@ -6,7 +6,11 @@ Held-out boards: every policy plays one episode from each of ``episodes`` resets
 ``EVALUATION_KEY``, a key no training run uses (training resets come from ``PRNGKey(seed)``
 splits). Evaluation always runs on the environment's parity defaults (Swift's reward and time
 limit), whatever reward options the run trained with, so every row of the ledger is judged on
-the same game: by stage reached and wins, with the Swift return alongside.
+the same game: by stage reached and wins, with the Swift return alongside. Every policy is judged
+twice: in the parity env as it is (``eval``, decisions R9's cross-stage UNDO loop open, as in
+Swift) and with that loop closed (``eval_closed``): the honest figures, the ones the summary
+table shows, since a win bought through the loop is no win. Each judgement holds the means and
+the per-stage report (``stages``: the share of games reaching and clearing every stage).
 """
 
 from __future__ import annotations
@@ -27,7 +31,8 @@ from purejaxrl import ppo
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
 from purejaxrl.config import RunOptions, TrainConfig
 from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
-                                  play_episodes, random_policy, summarize_episodes)
+                                  play_episodes, random_policy, stage_report,
+                                  summarize_episodes)
 
 EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
 
@@ -57,17 +62,29 @@ def git_commit() -> Optional[str]:
         return None
 
 
-def evaluation_env(config: TrainConfig):
+# Ledger key of a judgement -> whether decisions R9's cross-stage UNDO loop is closed in it.
+JUDGEMENTS = {"eval": False, "eval_closed": True}
+
+
+def evaluation_env(config: TrainConfig, close_undo_exploit: bool = False):
     """The parity environment of ``config.env``: the env's own defaults (Swift's reward and
-    rules, the default time limit), whatever the training options are."""
-    env = ppo.env_class(config.env)()
+    rules, the default time limit), whatever the training options are; with
+    ``close_undo_exploit`` the R9 loop is closed and nothing else changes."""
+    env = ppo.env_class(config.env)(close_undo_exploit=close_undo_exploit)
     return env, env.default_params
 
 
-def make_network_evaluator(config: TrainConfig, episodes: int) -> Callable:
+def judged(env, per_env) -> dict:
+    """The summary of one policy's games with their per-stage report."""
+    return {**summarize_episodes(per_env),
+            "stages": stage_report(per_env, getattr(env, "num_stages", None))}
+
+
+def make_network_evaluator(config: TrainConfig, episodes: int,
+                           close_undo_exploit: bool = False) -> Callable:
     """``evaluate(params) -> {"greedy": summary, "sampled": summary}`` on the held-out boards;
     one compile serves every seed and both modes (params and the mode are arguments)."""
-    env, env_params = evaluation_env(config)
+    env, env_params = evaluation_env(config, close_undo_exploit)
     network = ppo.make_network(config, env.num_actions)
     max_steps = int(env_params.max_steps_in_episode)
 
@@ -77,14 +94,15 @@ def make_network_evaluator(config: TrainConfig, episodes: int) -> Callable:
                              jax.random.PRNGKey(EVALUATION_KEY), episodes, max_steps)
 
     def evaluate(params):
-        return {mode: summarize_episodes(play(params, jnp.bool_(mode == "greedy")))
+        return {mode: judged(env, play(params, jnp.bool_(mode == "greedy")))
                 for mode in ("greedy", "sampled")}
     return evaluate
 
 
-def evaluate_baselines(config: TrainConfig, episodes: int) -> dict:
+def evaluate_baselines(config: TrainConfig, episodes: int,
+                       close_undo_exploit: bool = False) -> dict:
     """{"random": summary, "heuristic": summary} on the same held-out boards."""
-    env, env_params = evaluation_env(config)
+    env, env_params = evaluation_env(config, close_undo_exploit)
     policies = {"random": random_policy}
     heuristic = heuristic_policy(config.env)
     if heuristic is not None:
@@ -92,7 +110,39 @@ def evaluate_baselines(config: TrainConfig, episodes: int) -> dict:
     play = make_policy_comparison(env, env_params, list(policies.values()), episodes,
                                   int(env_params.max_steps_in_episode))
     key = jax.random.PRNGKey(EVALUATION_KEY)
-    return {name: summarize_episodes(play(index, key)) for index, name in enumerate(policies)}
+    return {name: judged(env, play(index, key)) for index, name in enumerate(policies)}
+
+
+def make_judge(config: TrainConfig, episodes: int) -> Callable:
+    """``judge(params) -> {judgement: {"greedy": ..., "sampled": ...}}`` for every judgement
+    of ``JUDGEMENTS``."""
+    evaluators = {name: make_network_evaluator(config, episodes, closed)
+                  for name, closed in JUDGEMENTS.items()}
+    return lambda params: {name: evaluate(params) for name, evaluate in evaluators.items()}
+
+
+def judge_baselines(config: TrainConfig, episodes: int) -> dict:
+    """{policy: {judgement: summary}} for the random and heuristic policies."""
+    by_judgement = {name: evaluate_baselines(config, episodes, closed)
+                    for name, closed in JUDGEMENTS.items()}
+    return {policy: {name: by_judgement[name][policy] for name in JUDGEMENTS}
+            for policy in by_judgement["eval"]}
+
+
+def honest(row: dict) -> dict:
+    """The judgement a table shows for a ledger entry: the R9 loop closed where the row has
+    it (rows written before it existed have only the parity judgement), with the parity
+    env's R9 completions beside it."""
+    closed = row.get("eval_closed")
+    if closed is None:
+        return row["eval"]
+    parity = row["eval"]
+    if "greedy" in closed:
+        return {mode: {**closed[mode], "undo_exploit_completions_per_episode":
+                       parity[mode].get("undo_exploit_completions_per_episode")}
+                for mode in closed}
+    return {**closed, "undo_exploit_completions_per_episode":
+            parity.get("undo_exploit_completions_per_episode")}
 
 
 def learning_curve(records: list[dict], prefix: str = "") -> list[list[float]]:
@@ -136,34 +186,53 @@ def median(values):
     return float(np.median(values)) if values else None
 
 
+def reached(summary: dict, stage: int):
+    """Share of the games that reached ``stage`` (None for rows without a stage report)."""
+    rows = summary.get("stages") or []
+    return next((row["reached"] for row in rows if row["stage"] == stage), None)
+
+
+REACH_STAGES = range(2, 9)  # HackMatrix's stages after the first
+
+
 def summary_table(seed_rows: list[dict], baselines: dict) -> str:
-    """Every seed, the median over seeds, then the baselines: the numbers that judge a run."""
+    """Every seed, the median over seeds, then the baselines: the numbers that judge a run,
+    with the R9 loop closed where the rows have that judgement (``honest``); the last columns
+    are the shares of games reaching stages 2..8."""
     columns = (("stage_mean", "stage", ".2f"), ("win_rate", "win", ".3f"),
                ("truncation_rate", "trunc", ".3f"), ("length_mean", "length", ".0f"),
                ("return_mean", "return", ".2f"), ("siphons_per_episode", "siph/ep", ".2f"),
                ("programs_per_episode", "prog/ep", ".2f"), ("invalid_actions", "invalid", "d"),
                ("masked_actions", "masked", "d"),
                ("undo_exploit_completions_per_episode", "R9/ep", ".2f"))
-    header = f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
+    header = (f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
+              + "".join(f"{'>=' + str(k):>7}" for k in REACH_STAGES))
     lines = [header]
 
-    def cell(value, fmt):  # rows written before a column existed show "-"
-        return f"{'-' if value is None else format(value, fmt):>10}"
+    def cell(value, fmt, width=10):  # rows written before a column existed show "-"
+        if fmt == "d" and isinstance(value, float):  # a median of counts
+            fmt = ".0f"
+        return f"{'-' if value is None else format(value, fmt):>{width}}"
 
-    def line(name, summary):
-        cells = "".join(cell(summary.get(key), fmt) for key, _, fmt in columns)
-        lines.append(f"{name:<24}{cells}")
+    def values(summary):
+        return ([summary.get(key) for key, _, _ in columns]
+                + [reached(summary, k) for k in REACH_STAGES])
+
+    formats = [fmt for _, _, fmt in columns] + [".1%"] * len(REACH_STAGES)
+    widths = [10] * len(columns) + [7] * len(REACH_STAGES)
+
+    def line(name, cells):
+        lines.append(f"{name:<24}" + "".join(cell(v, f, w) for v, f, w in
+                                             zip(cells, formats, widths)))
 
     for mode in ("greedy", "sampled"):
         for row in seed_rows:
-            line(f"seed {row['seed']} {mode}", row["eval"][mode])
+            line(f"seed {row['seed']} {mode}", values(honest(row)[mode]))
         if len(seed_rows) > 1:
-            lines.append(f"{'median ' + mode:<24}" + "".join(
-                cell(median([r['eval'][mode].get(key) for r in seed_rows]),
-                     fmt if fmt != 'd' else '.0f')
-                for key, _, fmt in columns))
+            per_seed = [values(honest(r)[mode]) for r in seed_rows]
+            line(f"median {mode}", [median(column) for column in zip(*per_seed)])
     for name, summary in baselines.items():
-        line(name, summary)
+        line(name, values(summary))
     return "\n".join(lines)
 
 
@@ -179,7 +248,7 @@ def plot_learning_curves(path: str, label: str, seed_rows: list[dict], baselines
         curve = np.asarray(row["curve"], dtype=float).reshape(-1, 2)
         lines = axes.plot(curve[:, 0], curve[:, 1], linewidth=1.2,
                           label=f"seed {row['seed']} (training episodes, sampled)")
-        axes.plot([row["env_steps"]], [row["eval"]["greedy"]["stage_mean"]], marker="o",
+        axes.plot([row["env_steps"]], [honest(row)["greedy"]["stage_mean"]], marker="o",
                   color=lines[0].get_color(), linestyle="none")
     styles = {"heuristic": ("black", "--"), "random": ("grey", ":")}
     for name, summary in baselines.items():
@@ -221,7 +290,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     so a tier longer than one sitting finishes over several. Returns {"seeds": rows,
     "baselines": summaries, "table": text, "stop_signal": the signal that interrupted a
     training run, else None}."""
-    evaluate = make_network_evaluator(config, eval_episodes)
+    judge = make_judge(config, eval_episodes)
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "backend": jax.default_backend(), "eval_episodes": eval_episodes,
@@ -229,9 +298,10 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     # Baselines first and every seed's row as soon as it is evaluated: an interrupted
     # benchmark keeps the seeds it finished.
     done = finished_rows(ledger, label, tier) if resume else {}
-    baselines = evaluate_baselines(config, eval_episodes)
-    baseline_rows = [{**common, "kind": "baseline", "policy": name, "eval": summary}
-                     for name, summary in baselines.items()
+    judged_baselines = judge_baselines(config, eval_episodes)
+    baselines = {name: honest(judgements) for name, judgements in judged_baselines.items()}
+    baseline_rows = [{**common, "kind": "baseline", "policy": name, **judgements}
+                     for name, judgements in judged_baselines.items()
                      if f"baseline:{name}" not in done]
     if ledger:
         append_rows(ledger, baseline_rows)
@@ -272,14 +342,16 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
             stop_signal = result.stop_signal
             break
         for seed_result in result.seeds:
-            row = seed_row(common, seed_result, run_config, result, wall, options, evaluate)
+            row = seed_row(common, seed_result, run_config, result, wall, options, judge)
             if checkpoint is not None:
                 row["resumed_at_env_steps"] = checkpoint["env_steps"]
                 row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
                                             checkpoint["env_steps"]) + row["curve"]
             rows_by_seed[row["seed"]] = row
-            say(f"   seed {row['seed']}: greedy stage {row['eval']['greedy']['stage_mean']:.2f}, "
-                f"sampled {row['eval']['sampled']['stage_mean']:.2f} ({wall / 60:.1f} min)")
+            shown = honest(row)
+            say(f"   seed {row['seed']}: greedy stage {shown['greedy']['stage_mean']:.2f}, "
+                f"sampled {shown['sampled']['stage_mean']:.2f}, greedy wins "
+                f"{shown['greedy']['win_rate']:.1%} (R9 loop closed) ({wall / 60:.1f} min)")
             if ledger:
                 append_rows(ledger, [row])
         draw()  # after each trained seed: an interrupted benchmark keeps its curve
@@ -291,7 +363,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
 
 
 def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: float,
-             options: RunOptions, evaluate: Callable) -> dict:
+             options: RunOptions, judge: Callable) -> dict:
     """The ledger row of one trained seed: its held-out evaluation, curve and budget. ``sps``
     and the times are those of the training program (all its seeds together when vmapped)."""
     records = seed_result.records
@@ -304,7 +376,7 @@ def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: f
             "seeds_in_program": run_config.num_seeds,
             "compile_seconds": result.chunk.compile_seconds,
             "config": run_config.replace(seed=seed_result.seed, num_seeds=1).to_dict(),
-            "eval": evaluate(jax.device_get(seed_result.runner_state.params)),
+            **judge(jax.device_get(seed_result.runner_state.params)),
             "curve": learning_curve(records),
             # relative to --checkpoint-dir: a ledger row names no path of the machine
             "checkpoint": (os.path.relpath(seed_result.last_checkpoint, options.checkpoint_dir)

@@ -10,7 +10,8 @@ import numpy as np
 
 from .core import generation, reward_ledger, rewards
 from . import observation
-from .core.constants import GRID, N_ACTIONS, N_PROGRAMS, PROGRAM_ACTION_OFFSET, UNDO
+from .core.constants import (GRID, N_ACTIONS, N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET,
+                             UNDO)
 from .core.game import step_game, step_keys
 from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
@@ -237,6 +238,14 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         info = {**info, "terminated": terminated, "truncated": truncated,
                 "final_observation": tree_where(done, ended_obs, obs)}
         return obs, state_next, reward, terminated, truncated, info
+
+    num_stages = N_STAGES  # the stage a won game ends on (evaluation's per-stage tables)
+
+    def episode_resources(self, state: EnvState) -> dict:
+        """What the player holds in ``state`` (evaluation reports it at the end of a game: the
+        HP, credits and energy that were left unspent)."""
+        return {"hp": state.player.hp, "credits": state.player.credits,
+                "energy": state.player.energy}
 
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
         return spaces.Discrete(N_ACTIONS)

@@ -78,8 +78,9 @@ def main(argv=None) -> int:
     from purejaxrl import ppo
     print(describe_backend(), file=sys.stderr)
     from purejaxrl.checkpoint import CheckpointError, load_checkpoint
-    from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
-                                      random_policy, summarize_episodes)
+    from purejaxrl.evaluation import (format_stage_report, heuristic_policy,
+                                      make_policy_comparison, network_policy, random_policy,
+                                      stage_report, summarize_episodes)
 
     config, params = TrainConfig(), None
     if args.checkpoint:
@@ -121,10 +122,21 @@ def main(argv=None) -> int:
     key = jax.random.PRNGKey(args.seed)
     play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
                                   args.max_steps)
-    results = {name: summarize_episodes(play(index, key))
-               for index, name in enumerate(policies)}
+    num_stages = getattr(env, "num_stages", None)
+    results, stages = {}, {}
+    for index, name in enumerate(policies):
+        per_env = play(index, key)
+        results[name] = summarize_episodes(per_env)
+        stages[name] = stage_report(per_env, num_stages)
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
     print(format_table(results))
+    for name, rows in stages.items():
+        # Where each policy's games end: the share reaching and clearing every stage, how
+        # the games that end there end, and what the player held then.
+        print(f"\n{name}: per stage")
+        print(format_stage_report(rows))
+    for name in results:
+        results[name]["stages"] = stages[name]
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)

@@ -83,6 +83,44 @@ def test_seed_rows_hold_greedy_and_sampled_evaluation_and_the_trained_budget(ben
             assert summary["masked_actions"] == 0 and summary["invalid_actions"] == 0
 
 
+def test_every_policy_is_judged_with_the_r9_loop_open_and_closed_with_a_stage_report(
+        bench_run):
+    """Each seed (both modes) and each baseline has the parity judgement (``eval``) and the
+    judgement with decisions R9's UNDO loop closed (``eval_closed``, the one the table shows),
+    each with a per-stage report whose stage 1 every game reaches."""
+    for row in bench_run["rows"]:
+        for judgement in ("eval", "eval_closed"):
+            summaries = ([row[judgement][m] for m in ("greedy", "sampled")]
+                         if row["kind"] == "seed" else [row[judgement]])
+            for summary in summaries:
+                assert summary["episodes"] == 8
+                assert summary["stages"][0]["stage"] == 1
+                assert summary["stages"][0]["reached"] == 1.0
+
+
+def test_the_summary_table_shows_the_closed_loop_judgement_and_stage_reach():
+    """A row with both judgements is shown with the loop closed (its wins are the honest
+    ones), R9 completions from the parity judgement beside it; rows older than the closed
+    judgement fall back to the parity one."""
+    from purejaxrl.learning_benchmark import honest, summary_table
+    stages = [{"stage": k, "reached": r} for k, r in zip(range(1, 9),
+                                                          (1, .9, .5, .25, .1, .05, .02, .01))]
+
+    def summary(win, r9):
+        return {"stage_mean": 4.0, "win_rate": win, "undo_exploit_completions_per_episode": r9,
+                "stages": stages}
+    row = {"seed": 0, "eval": {m: summary(0.15, 0.9) for m in ("greedy", "sampled")},
+           "eval_closed": {m: summary(0.01, 0.0) for m in ("greedy", "sampled")}}
+    shown = honest(row)["greedy"]
+    assert shown["win_rate"] == 0.01 and shown["undo_exploit_completions_per_episode"] == 0.9
+    old_row = {"seed": 1, "eval": {m: summary(0.2, 0.0) for m in ("greedy", "sampled")}}
+    assert honest(old_row)["greedy"]["win_rate"] == 0.2
+    table = summary_table([row, old_row], {"heuristic": summary(0.0, 0.0)})
+    header, seed0 = table.splitlines()[:2]
+    assert ">=2" in header and ">=8" in header
+    assert "0.010" in seed0 and "0.150" not in seed0 and seed0.rstrip().endswith("1.0%")
+
+
 def test_heuristic_solves_the_toy_corridor_on_the_held_out_boards(bench_run):
     """The toy heuristic always steps right: every episode is a win (a sanity check that the
     baseline rows come from the policies they name)."""
