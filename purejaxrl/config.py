@@ -55,6 +55,10 @@ class TrainConfig:
     undo_pays_once: bool = struct.field(pytree_node=False, default=True)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
+    # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
+    # that restart from an archived stage start (0: off), and the archive's slots per stage.
+    curriculum_share: float = struct.field(pytree_node=False, default=0.0)
+    curriculum_slots: int = struct.field(pytree_node=False, default=64)
     # Batch
     total_timesteps: int = struct.field(pytree_node=False, default=50_000_000)
     num_envs: int = struct.field(pytree_node=False, default=256)
@@ -129,7 +133,8 @@ class TrainConfig:
 
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs.
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
-                      "training_reward": "env", "num_seeds": 1, "undo_pays_once": False}
+                      "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
+                      "curriculum_share": 0.0, "curriculum_slots": 64}
 
 
 @dataclasses.dataclass
@@ -264,6 +269,12 @@ def validate_config(config: TrainConfig) -> None:
     need(config.training_reward in TRAINING_REWARD_CHOICES,
          f"--training-reward must be one of {TRAINING_REWARD_CHOICES}, got "
          f"{config.training_reward!r}")
+    need(0.0 <= config.curriculum_share <= 1.0,
+         f"--curriculum-share must be in [0, 1], got {config.curriculum_share}")
+    need(isinstance(config.curriculum_slots, int) and config.curriculum_slots >= 1,
+         f"--curriculum-slots must be a positive integer, got {config.curriculum_slots!r}")
+    need(config.curriculum_share == 0 or config.env == "hackmatrix",
+         f"--curriculum-share needs an env with stages; {config.env!r} has none")
     need(config.encoder in ENCODER_CHOICES,
          f"--encoder must be one of {ENCODER_CHOICES}, got {config.encoder!r}")
     need(isinstance(config.cell_features, int) and config.cell_features >= 1,

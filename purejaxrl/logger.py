@@ -63,6 +63,7 @@ def summarize_chunk(metrics: UpdateMetrics, reward_components: tuple[str, ...]) 
     record["actions/masked_sampled"] = float(total("masked_actions_sampled"))
     record["undo_exploit_completions"] = float(total("undo_exploit_completions"))
     record["env/overflow_episodes"] = float(total("overflow_episodes"))
+    record["curriculum/episodes"] = float(total("curriculum_episodes"))
     for field in _LOSS_FIELDS:
         values = np.asarray(getattr(metrics, field))[active]
         record[f"ppo/{field}"] = float(np.nanmean(values)) if np.isfinite(values).any() else None

@@ -35,6 +35,7 @@ from envs.hackmatrix import HackMatrix
 from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
 from envs.hackmatrix.observation import Observation
 from purejaxrl.config import ConfigError, TrainConfig
+from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import EnvParams, TrainableEnv
 from purejaxrl.toy_env import ToyCorridor
 from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_entropy,
@@ -42,6 +43,7 @@ from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_e
 
 DEVICE_AXIS = "devices"
 NUM_STAGE_BINS = 10  # stages 0..9; HackMatrix reaches at most 8
+CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
 ACTION_KINDS = ("move", "shot", "siphon", "program")
 
 
@@ -150,6 +152,8 @@ class RunnerState:
     episode: EpisodeAccumulators
     return_stats: ReturnStatistics  # replicated: identical on every device
     update_step: jax.Array  # i32: updates done
+    # Start-state curriculum (purejaxrl/curriculum.py), None without one.
+    curriculum: StartArchive | None = None
 
 
 @struct.dataclass
@@ -171,6 +175,9 @@ class UpdateMetrics:
     masked_actions_sampled: jax.Array  # sampled actions the mask forbade (must stay 0)
     undo_exploit_completions: jax.Array
     overflow_episodes: jax.Array  # finished episodes whose env dropped a slot append (must be 0)
+    # Finished episodes that had started from the curriculum's archive (left out of the
+    # episode statistics above: they are parts of games).
+    curriculum_episodes: jax.Array
     action_counts: jax.Array  # f32[len(ACTION_KINDS)]
     total_loss: jax.Array
     policy_loss: jax.Array
@@ -193,12 +200,14 @@ class UpdateMetrics:
         return cls(**fields)
 
 
-def runner_state_specs(num_seeds: int = 1) -> RunnerState:
+def runner_state_specs(num_seeds: int = 1, curriculum: bool = False) -> RunnerState:
     """PartitionSpecs: per-env fields split over the device axis, the rest replicated. With
-    ``num_seeds > 1`` every field has a leading seed axis (never split)."""
+    ``num_seeds > 1`` every field has a leading seed axis (never split). Each device's
+    curriculum archive is its own (split)."""
     split, same = (P(DEVICE_AXIS), P()) if num_seeds == 1 else (P(None, DEVICE_AXIS), P())
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
-                       update_key=same, episode=split, return_stats=same, update_step=same)
+                       update_key=same, episode=split, return_stats=same, update_step=same,
+                       curriculum=split if curriculum else None)
 
 
 # ---------------------------------------------------------------------------- 3. init
@@ -236,6 +245,14 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
             jax.random.split(key, config.num_envs), first_env, count)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(rows(reset_key), env_params)
         params = network.init(net_key, jax.tree.map(lambda x: x[0], obs))
+        archive = None
+        if config.curriculum_share > 0:
+            # Its own stream per device (folded from the first env's row), leaving the keys
+            # of a run without a curriculum as they are.
+            archive_key = jax.random.fold_in(
+                jax.random.fold_in(jax.random.PRNGKey(seed), CURRICULUM_KEY_TAG), first_env)
+            archive = empty_archive(env_state, obs, env.num_stages, config.curriculum_slots,
+                                    archive_key)
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
             env_keys=rows(env_key), update_key=update_key,
@@ -245,7 +262,7 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                                                             jnp.float32),
                                         discounted_returns=jnp.zeros(count, jnp.float32)),
             return_stats=ReturnStatistics.initial(),
-            update_step=jnp.int32(0))
+            update_step=jnp.int32(0), curriculum=archive)
 
     def init(first_env, count):
         if config.num_seeds == 1:
@@ -259,7 +276,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
     per_device = config.num_envs // mesh.size
     local_init = lambda: init(lax.axis_index(DEVICE_AXIS) * per_device, per_device)
     return jax.jit(jax.shard_map(local_init, mesh=mesh, in_specs=(),
-                                 out_specs=runner_state_specs(config.num_seeds),
+                                 out_specs=runner_state_specs(config.num_seeds,
+                                                              config.curriculum_share > 0),
                                  check_vma=False))()
 
 
@@ -294,7 +312,7 @@ def place_on_mesh(tree, mesh: Mesh, spec: P):
 def shard_runner_state(runner: RunnerState, mesh: Mesh, num_seeds: int = 1) -> RunnerState:
     """Place a runner state of global host values (e.g. a checkpoint's) on the mesh."""
     return jax.tree.map(lambda spec, subtree: place_on_mesh(subtree, mesh, spec),
-                        runner_state_specs(num_seeds), runner,
+                        runner_state_specs(num_seeds, runner.curriculum is not None), runner,
                         is_leaf=lambda x: isinstance(x, P))
 
 
@@ -330,6 +348,13 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
             lambda: jnp.zeros_like(value))
 
         done = terminated | truncated
+        archive, from_archive = runner.curriculum, jnp.zeros_like(done)
+        if archive is not None:
+            env_state, next_obs, archive, from_archive = curriculum_step(
+                archive, env_state, next_obs, info, done, env.num_stages,
+                config.curriculum_slots, config.curriculum_share)
+        # Whole games only: an episode started from the archive is a part of one.
+        counted = done & ~from_archive
         breakdown = jnp.stack([info["reward_breakdown"][name] for name in reward_components], -1)
         optimised = training_reward(config, reward, info["reward_breakdown"])
         ep = runner.episode
@@ -337,7 +362,7 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         ep_length = ep.lengths + 1
         ep_breakdown = ep.breakdown + breakdown
         discounted = ep.discounted_returns * config.gamma + optimised
-        done_f = done.astype(jnp.float32)
+        done_f = counted.astype(jnp.float32)
         is_direction = action < ACTION_SIPHON
         shot = info["shot"] & is_direction
         stats = {
@@ -347,14 +372,15 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
             "breakdown_sum": ep_breakdown * done_f[:, None],
             "stage_hist": jax.nn.one_hot(jnp.clip(info["stage"], 0, NUM_STAGE_BINS - 1),
                                          NUM_STAGE_BINS) * done_f[:, None],
-            "wins": (info["won"] & done).astype(jnp.float32),
-            "deaths": (info["died"] & done).astype(jnp.float32),
-            "truncations": (truncated & ~terminated).astype(jnp.float32),
+            "wins": (info["won"] & counted).astype(jnp.float32),
+            "deaths": (info["died"] & counted).astype(jnp.float32),
+            "truncations": (truncated & ~terminated & counted).astype(jnp.float32),
             "invalid_actions": info["invalid_action"].astype(jnp.float32),
             "masked_actions_sampled": (~jnp.take_along_axis(
                 obs.action_mask, action[:, None], axis=-1)[:, 0]).astype(jnp.float32),
             "undo_exploit_completions": info["undo_exploit_completion"].astype(jnp.float32),
-            "overflow_episodes": ((info["overflow"] > 0) & done).astype(jnp.float32),
+            "overflow_episodes": ((info["overflow"] > 0) & counted).astype(jnp.float32),
+            "curriculum_episodes": from_archive.astype(jnp.float32),
             "action_counts": jnp.stack([is_direction & ~shot, shot, action == ACTION_SIPHON,
                                         action >= PROGRAM_ACTION_OFFSET], -1).astype(jnp.float32),
         }
@@ -368,7 +394,7 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         # After a done step, next_obs is the reset observation (auto-reset), so the next action
         # is chosen from the new episode's first observation.
         runner = runner.replace(env_state=env_state, obs=next_obs, env_keys=env_keys,
-                                episode=episode)
+                                episode=episode, curriculum=archive)
         return runner, (transition, stats, discounted)
 
     runner, (transitions, stats, discounted) = lax.scan(step, runner, None,
@@ -621,7 +647,7 @@ class UpdateChunk:
                 return lax.cond(index < num_active, update, skipped, runner)
             return lax.scan(body, runner, jnp.arange(updates_per_chunk))
 
-        specs = runner_state_specs(config.num_seeds)
+        specs = runner_state_specs(config.num_seeds, config.curriculum_share > 0)
         chunk = jax.shard_map(local_chunk, mesh=mesh, in_specs=(specs, P()),
                               out_specs=(specs, P()), check_vma=False)
         self._jitted = jax.jit(chunk, donate_argnums=(0,))

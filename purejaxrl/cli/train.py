@@ -35,7 +35,7 @@ from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
-    "training_reward",
+    "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
@@ -66,6 +66,12 @@ def build_parser() -> argparse.ArgumentParser:
                      help="env: the environment's reward; progress: without the components "
                           "that only pay for postponing death (damage, recovery, death "
                           "penalties) and without the penalty for spending resources")
+    env.add_argument("--curriculum-share", type=float,
+                     help="start this share of training episodes from a stage start the "
+                          "agent reached before (stages 3..8, drawn uniformly among the stages "
+                          "archived so far; 0 = always a fresh game)")
+    env.add_argument("--curriculum-slots", type=int,
+                     help="archived stage starts kept per stage")
     batch = parser.add_argument_group("batch")
     batch.add_argument("--total-timesteps", type=int)
     batch.add_argument("--num-envs", type=int, help="global env count")

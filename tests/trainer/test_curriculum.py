@@ -1,0 +1,112 @@
+"""Start-state curriculum (purejaxrl/curriculum.py) on stand-in states: a state is one number
+per env, so where each env's next episode starts from can be read off directly."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from purejaxrl.curriculum import FIRST_ARCHIVED_STAGE, curriculum_step, empty_archive
+
+NUM_STAGES, SLOTS, N = 5, 2, 32  # stages 3..5 are archived
+
+
+def batch(values):
+    values = jnp.asarray(values, jnp.float32)
+    return {"cell": values}, {"view": values * 10}
+
+
+def step(archive, values, stage, complete, done, share, key_tag=0):
+    state, obs = batch(values)
+    info = {"stage": jnp.asarray(stage, jnp.int32), "stage_complete": jnp.asarray(complete)}
+    return jax.jit(curriculum_step, static_argnums=(5, 6, 7))(
+        archive, state, obs, info, jnp.asarray(done), NUM_STAGES, SLOTS, share)
+
+
+def fresh_archive():
+    state, obs = batch(np.zeros(N))
+    return empty_archive(state, obs, NUM_STAGES, SLOTS, jax.random.PRNGKey(0))
+
+
+def test_a_stage_start_is_archived_in_its_stage_ring_only_when_the_episode_goes_on():
+    """An env that completed a stage and goes on is at the start of info["stage"]: one such
+    state per stage and step enters that stage's ring, with its observation; a stage completed
+    by the episode's last step (done: the state is already the next game's) is not archived,
+    nor is a stage below FIRST_ARCHIVED_STAGE."""
+    archive = fresh_archive()
+    values = np.arange(N) + 100.0
+    stage = np.full(N, 2)
+    stage[5], stage[9] = 4, 3
+    complete = np.zeros(N, bool)
+    complete[[1, 5, 9]] = True
+    done = np.zeros(N, bool)
+    done[9] = True
+    state, obs, archive, _ = step(archive, values, stage, complete, done, share=0.0)
+    assert archive.writes.tolist() == [0, 1, 0]  # stage 3: done; stage 4: lane 5
+    row = (4 - FIRST_ARCHIVED_STAGE) * SLOTS
+    assert float(archive.env_state["cell"][row]) == 105.0
+    assert float(archive.obs["view"][row]) == 1050.0
+    np.testing.assert_array_equal(state["cell"], values)  # share 0: nothing restarts
+
+
+def test_ended_episodes_restart_from_archived_states_and_are_marked_until_they_end():
+    """With share 1 every ended episode (up to the per-step cap) restarts from an archived
+    stage start, with that state's observation, and is marked as started from the archive;
+    when that episode ends, the step reports it (so its statistics are left out), and an
+    episode that starts fresh is not marked."""
+    archive = fresh_archive()
+    values = np.arange(N) + 100.0
+    complete = np.zeros(N, bool)
+    complete[[3, 4]] = True
+    stage = np.full(N, 1)
+    stage[3], stage[4] = 3, 5
+    _, _, archive, _ = step(archive, values, stage, complete, np.zeros(N, bool), share=0.0)
+    archived = {103.0, 104.0}
+
+    done = np.zeros(N, bool)
+    done[[0, 7]] = True
+    state, obs, archive, ended = step(archive, -np.ones(N), np.ones(N), np.zeros(N, bool),
+                                      done, share=1.0)
+    for lane in (0, 7):
+        assert float(state["cell"][lane]) in archived
+        assert float(obs["view"][lane]) == 10 * float(state["cell"][lane])
+    assert np.flatnonzero(archive.from_archive).tolist() == [0, 7]
+    assert not np.any(ended)  # the episodes that just ended had started fresh
+    assert np.all(np.asarray(state["cell"])[[i for i in range(N) if i not in (0, 7)]] == -1)
+
+    done = np.zeros(N, bool)
+    done[[7, 8]] = True
+    _, _, archive, ended = step(archive, -np.ones(N), np.ones(N), np.zeros(N, bool), done,
+                                share=0.0)
+    assert np.flatnonzero(ended).tolist() == [7]
+    assert np.flatnonzero(archive.from_archive).tolist() == [0]
+
+
+def test_an_empty_archive_starts_every_episode_fresh():
+    """Before any stage start is archived, even share 1 leaves the env's own reset."""
+    done = np.ones(N, bool)
+    state, _, archive, _ = step(fresh_archive(), np.arange(N) + 1.0, np.ones(N),
+                                np.zeros(N, bool), done, share=1.0)
+    np.testing.assert_array_equal(state["cell"], np.arange(N) + 1.0)
+    assert not np.any(archive.from_archive)
+
+
+def test_stages_are_drawn_uniformly_among_the_archived_ones():
+    """The rare late stages get as many starts as the common ones: with one state archived for
+    stage 3 and one for stage 5, restarts split about evenly between them."""
+    archive = fresh_archive()
+    complete = np.zeros(N, bool)
+    complete[[0, 1]] = True
+    stage = np.ones(N)
+    stage[0], stage[1] = 3, 5
+    _, _, archive, _ = step(archive, np.arange(N) * 1.0, stage, complete, np.zeros(N, bool),
+                            share=0.0)
+    counts = {0.0: 0, 1.0: 0}
+    for _ in range(20):
+        state, _, archive, _ = step(archive, -np.ones(N), np.ones(N), np.zeros(N, bool),
+                                    np.ones(N, bool), share=1.0)
+        for value in np.asarray(state["cell"]):
+            if value >= 0:
+                counts[float(value)] += 1
+    total = counts[0.0] + counts[1.0]
+    assert total == 20 * max(1, N // 16)
+    assert 0.25 < counts[0.0] / total < 0.75
