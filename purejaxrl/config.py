@@ -273,8 +273,6 @@ def validate_config(config: TrainConfig) -> None:
          f"--curriculum-share must be in [0, 1], got {config.curriculum_share}")
     need(isinstance(config.curriculum_slots, int) and config.curriculum_slots >= 1,
          f"--curriculum-slots must be a positive integer, got {config.curriculum_slots!r}")
-    need(config.curriculum_share == 0 or config.env == "hackmatrix",
-         f"--curriculum-share needs an env with stages; {config.env!r} has none")
     need(config.encoder in ENCODER_CHOICES,
          f"--encoder must be one of {ENCODER_CHOICES}, got {config.encoder!r}")
     need(isinstance(config.cell_features, int) and config.cell_features >= 1,

@@ -59,6 +59,9 @@ def make_env(config: TrainConfig) -> tuple[TrainableEnv, EnvParams]:
     env = env_class(config.env)(reward_shaping=config.reward_shaping,
                                 close_undo_exploit=config.close_undo_exploit,
                                 undo_pays_once=config.undo_pays_once)
+    if config.curriculum_share > 0 and not hasattr(env, "num_stages"):
+        raise ConfigError(f"--curriculum-share needs an env with stages; {config.env!r} has "
+                          "none")
     params = env.default_params
     if config.max_episode_steps is not None:
         params = params.replace(max_steps_in_episode=config.max_episode_steps)

@@ -77,6 +77,7 @@ class ToyCorridor:
 
     num_actions = NUM_ACTIONS
     reward_components = REWARD_COMPONENTS
+    num_stages = CORRIDOR_LENGTH  # "stage" = furthest cell + 1; the win is on the last
 
     def __init__(self, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  undo_pays_once: bool = False):

@@ -110,3 +110,39 @@ def test_stages_are_drawn_uniformly_among_the_archived_ones():
     total = counts[0.0] + counts[1.0]
     assert total == 20 * max(1, N // 16)
     assert 0.25 < counts[0.0] / total < 0.75
+
+
+def test_rollout_leaves_episodes_started_from_the_archive_out_of_the_episode_statistics():
+    """In the trainer's rollout (toy corridor): the first episode of every env is marked as
+    started from the archive; the rollout counts exactly those ends as curriculum episodes and
+    every other end as an episode (a share this small restarts nothing from the archive)."""
+    from purejaxrl import ppo
+    from tests.trainer.toy_run import CONFIG
+    config = CONFIG.replace(curriculum_share=1e-9)
+    env, env_params, network, optimizer, components = ppo.build(config)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    runner = runner.replace(curriculum=runner.curriculum.replace(
+        from_archive=jnp.ones(config.num_envs, bool)))
+    _, transitions, stats, _ = jax.jit(lambda r: ppo.collect_rollout(
+        r, config, env, env_params, network, components))(runner)
+    done = np.asarray(transitions.terminated | transitions.truncated)
+    envs_with_an_end = int(np.sum(done.any(axis=0)))
+    assert envs_with_an_end > 0
+    assert float(np.sum(stats["curriculum_episodes"])) == envs_with_an_end
+    assert float(np.sum(stats["episodes"])) == done.sum() - envs_with_an_end
+
+
+def test_a_curriculum_run_resumes_bit_for_bit_with_its_archive(tmp_path, compile_cache_dir):
+    """Toy corridor, every episode restarted from the archive where it can be: 3 updates,
+    save, resume, 2 more == 5 in one run, archive included; part-games were counted apart."""
+    from purejaxrl.checkpoint import load_checkpoint
+    from purejaxrl.train import train
+    from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
+    config = CONFIG.replace(curriculum_share=1.0, curriculum_slots=2)
+    whole = train(config, options(tmp_path / "whole", compile_cache_dir))
+    assert sum(r["curriculum/episodes"] for r in whole.records) > 0
+    assert int(np.sum(whole.runner_state.curriculum.writes)) > 0
+    first = train(config, options(tmp_path / "parts", compile_cache_dir), stop_after_updates=3)
+    second = train(config, options(tmp_path / "parts", compile_cache_dir),
+                   checkpoint=load_checkpoint(first.run_dir))
+    assert_trees_equal(second.runner_state, whole.runner_state)
