@@ -85,11 +85,9 @@ def list_checkpoints(run_dir: str) -> list[tuple[int, str]]:
 
 
 def _env_version(config: dict):
-    """The HackMatrix contract version the run was trained on (None for other envs)."""
-    if config.get("env") != "hackmatrix":
-        return None
-    import envs.hackmatrix
-    return envs.hackmatrix.ENV_VERSION
+    """The contract version of the env the run was trained on (None where it declares none)."""
+    from envs import registry
+    return registry.env_version(config.get("env"))
 
 
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,

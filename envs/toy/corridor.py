@@ -89,7 +89,8 @@ class ToyCorridor(environment.Environment[ToyState, ToyEnvParams]):
         Metric("invalid", lambda obs, action, info: info["invalid_action"],
                log="actions/invalid", log_per="total", summary="invalid_actions",
                summary_total=True),
-        Metric("moves", lambda obs, action, info: (action == LEFT) | (action == RIGHT),
+        Metric("moves", lambda obs, action, info: (action == UP) | (action == LEFT)
+               | (action == RIGHT),
                log="actions/move_fraction", log_per="step"),
         Metric("shots", lambda obs, action, info: action == DOWN, log="actions/shot_fraction",
                log_per="step"),
