@@ -49,7 +49,7 @@ from scipy import stats  # noqa: E402
 from envs.hackmatrix import HackMatrix  # noqa: E402
 from envs.hackmatrix.core.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,  # noqa: E402
                                             N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
-from envs.hackmatrix.swift_io.parity_client import ProtocolEngine  # noqa: E402
+from envs.hackmatrix.swift_io.engines import ProtocolEngine  # noqa: E402
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
 from envs.hackmatrix.swift_io.raw_observation import raw_observation  # noqa: E402

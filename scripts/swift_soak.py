@@ -7,7 +7,7 @@ Swift plays; a JAX mirror of its whole state follows every step and must reprodu
 (observation, numeric observation, valid actions, reward and breakdown, done, info, internal
 state). Random draws are matched (enemy order, WARP, POLY: some key must give Swift's outcome) or
 adopted after a support check (spawn cells and types, new boards): see
-``envs.hackmatrix.swift_io.parity_client.OracleLockstep``.
+``envs.hackmatrix.swift_io.oracle.OracleLockstep``.
 
 Trajectories alternate between starts and two policies:
 * starts: Swift's own ``reset`` (a real new game), and ``setState`` scenarios built from boards
@@ -44,8 +44,9 @@ from envs.hackmatrix.core import generation  # noqa: E402
 from envs.hackmatrix import observation  # noqa: E402
 from envs.hackmatrix.core.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, N_PROGRAMS,  # noqa: E402
                                             PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
-from envs.hackmatrix.swift_io.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
-                                                    ProtocolEngine)
+from envs.hackmatrix.swift_io.divergence import MAX_REPORTED_DIFFERENCES, OracleDivergence  # noqa: E402
+from envs.hackmatrix.swift_io.engines import ProtocolEngine  # noqa: E402
+from envs.hackmatrix.swift_io.oracle import OracleLockstep  # noqa: E402
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
 from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
@@ -194,7 +195,7 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                   f"{counts['steps']}: {divergence.report()}", flush=True)
             record = {"trajectory": trajectory, "start": start, "policy": policy,
                       "kind": divergence.kind, "action": divergence.action,
-                      "differences": divergence.differences[:40], "board": divergence.board}
+                      "differences": divergence.differences[:MAX_REPORTED_DIFFERENCES], "board": divergence.board}
             if dump_dir:  # the mirror before the step and Swift's reply, to replay it
                 record["dump"] = os.path.join(dump_dir, f"divergence-{len(divergences)}.pkl")
                 with open(record["dump"], "wb") as f:

@@ -25,8 +25,8 @@ os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
 import numpy as np  # noqa: E402
 
-from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, ProtocolEngine,  # noqa: E402
-                                                    own_server_command)
+from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,  # noqa: E402
+                                              own_server_command)
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
 

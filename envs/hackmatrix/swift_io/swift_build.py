@@ -33,6 +33,10 @@ PACKAGE_NAME_MARK = 'name: "HackMatrix"'
 SOURCE_DIRS = ("HackMatrix", "Sources")
 SMOKE_REQUEST = '{"action": "getActionSpace"}\n'
 SMOKE_REPLY = {"actionSpaceSize": N_ACTIONS}
+# Limits on the two quick subprocesses, `swift --version` and the smoke check (the binary answers
+# one request): each takes about a second; a minute still passes on a machine loaded by training
+# and fails a toolchain or binary that hangs instead of leaving the script waiting forever.
+TOOLCHAIN_TIMEOUT_S = 60
 SMOKE_TIMEOUT_S = 60
 
 
@@ -67,7 +71,8 @@ def find_toolchain(swift: str | None) -> tuple[str, str]:
         raise OracleError(f"{swift or 'swift'} not found: install the Swift toolchain "
                           "(https://www.swift.org/install) or pass --swift PATH", 2)
     try:
-        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        result = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                timeout=TOOLCHAIN_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise OracleError(f"{path} --version failed: {exc}", 2) from exc
     output = (result.stdout + result.stderr).strip()
