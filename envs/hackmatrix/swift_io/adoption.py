@@ -80,7 +80,8 @@ def requested_spawns(pre, state, action) -> tuple:
     pending = int(pre.pending_siphon)
     if siphoned:
         g = pre.grid
-        pending += sum(int(g.spawn[c]) for c in cross_cells(int(pre.player.row), int(pre.player.col))
+        cross = cross_cells(int(pre.player.row), int(pre.player.col))
+        pending += sum(int(g.spawn[c]) for c in cross
                        if g.content[c] == BLOCK and not g.siphoned[c])
     return scheduled, pending
 
@@ -102,8 +103,8 @@ def reorder_within_groups(t, notes, order) -> bool:
 def grid_from_observation(obs, template):
     """(Grid, exit cell, question cells) of a freshly generated board in Swift's observation.
     A question block's content is a guess (data, 1 point, spawn count 9) until revealed."""
-    arrays = {name: np.zeros(N_CELLS, np.int32) for name in ("content", "points", "spawn", "credits",
-                                                        "energy")}
+    arrays = {name: np.zeros(N_CELLS, np.int32)
+              for name in ("content", "points", "spawn", "credits", "energy")}
     program = np.full(N_CELLS, -1, np.int32)
     question, siphoned, centre = (np.zeros(N_CELLS, bool) for _ in range(3))
     exit_cell, questions = -1, []
@@ -172,7 +173,8 @@ def new_game_problems(obs) -> list:
     """§3.1: the player on a corner with exactly one starting bonus (§1.5)."""
     problems = []
     if (obs["playerRow"], obs["playerCol"]) not in ((0, 0), (0, 5), (5, 0), (5, 5)):
-        problems.append(f"new game: player at ({obs['playerRow']},{obs['playerCol']}), not a corner")
+        problems.append(f"new game: player at ({obs['playerRow']},{obs['playerCol']}), "
+                        "not a corner")
     bonus = [(obs["credits"], obs["energy"], obs["dataSiphons"]) == b
              for b in ((10, 0, 0), (0, 11, 0), (0, 0, 1))]
     if sum(bonus) != 1:
@@ -238,5 +240,6 @@ def spawn_problems(fn, before, cells, requested) -> list:
     missing = requested - len(chosen)
     free = int(np.sum(spawn_empty)) - len(chosen)
     if missing < 0 or (missing and (1 - max(free, 0) / N_CELLS) ** (100 * missing) < _UNLIKELY):
-        problems.append(f"spawn: {len(chosen)} transmissions for {requested} asked, {free} cells free")
+        problems.append(f"spawn: {len(chosen)} transmissions for {requested} asked, "
+                        f"{free} cells free")
     return problems

@@ -38,7 +38,8 @@ def json_differences(a, b, path: str = "") -> list:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{path}: length {len(a)} != {len(b)} ({a!r} != {b!r})"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in json_differences(x, y, f"{path}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b))
+                for d in json_differences(x, y, f"{path}[{i}]")]
     if isinstance(a, bool) or isinstance(b, bool):
         return [] if a is b else [f"{path}: {a!r} != {b!r}"]
     if isinstance(a, (int, float)) and isinstance(b, (int, float)):

@@ -116,7 +116,8 @@ def _mirror_functions(env, search_batch: int):
                               e.from_scheduled, e.from_siphon], axis=-1).astype(jnp.int32)[order]
         old = t.active & (t.seq < first_new_seq)
         extra = jnp.concatenate([e.last_row[order], e.last_col[order],
-                                 jnp.where(old, t.row * 8 + t.col, -1), jnp.where(old, t.turns, -9)])
+                                 jnp.where(old, t.row * 8 + t.col, -1),
+                                 jnp.where(old, t.turns, -9)])
         player = jnp.stack([p.row, p.col, p.hp, p.credits, p.energy, p.data_siphons, p.score,
                             p.attack]).astype(jnp.int32)
         return reported, player, extra.astype(jnp.int32)
@@ -693,7 +694,8 @@ class OracleLockstep:
                 events["kinds_revealed_hatching"] += 1
             if not note.provenance_known:
                 scheduled, siphon = entry["isFromScheduledTask"], entry["spawnedFromSiphon"]
-                changed |= bool(t.from_scheduled[slot] != scheduled or t.from_siphon[slot] != siphon)
+                changed |= bool(t.from_scheduled[slot] != scheduled
+                                or t.from_siphon[slot] != siphon)
                 t.from_scheduled[slot], t.from_siphon[slot] = scheduled, siphon
                 note.provenance_known = True
                 events["provenance_revealed"] += 1
