@@ -23,15 +23,15 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from envs.hackmatrix.swift_io.divergence import OracleDivergence  # noqa: E402
-from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,  # noqa: E402
+from envs.hackmatrix.swift_io.divergence import OracleDivergence
+from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,
                                               own_server_command)
-from envs.hackmatrix.swift_io.lockstep import lockstep  # noqa: E402
-from envs.hackmatrix.swift_io.oracle import OracleLockstep  # noqa: E402
-from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
-from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary  # noqa: E402
+from envs.hackmatrix.swift_io.lockstep import lockstep
+from envs.hackmatrix.swift_io.oracle import OracleLockstep
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary
 
 
 def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):
