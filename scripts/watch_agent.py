@@ -31,7 +31,20 @@ from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR  # noqa: E402
+import jax
+import jax.numpy as jnp
+
+from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+from envs.hackmatrix import ENV_VERSION
+from envs.hackmatrix.core.constants import N_ACTIONS
+from envs.hackmatrix.viz.render_html import replay_html
+from envs.hackmatrix.viz.render_text import format_frame
+from envs.hackmatrix.viz.replay import (ReplayError, Simulator, load_record, run_episode,
+                                        verify_replay, write_record)
+from purejaxrl import ppo
+from purejaxrl.checkpoint import CheckpointError, load_checkpoint
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, ConfigError, TrainConfig
+from purejaxrl.networks import greedy_masked, make_network, masked_log_probs, sample_masked
 
 
 class WatchError(Exception):
@@ -78,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args) -> None:
-    """Cheap checks before any JAX import or compile."""
+    """Cheap checks before anything compiles."""
     if args.checkpoint is None and args.replay is None:
         raise WatchError("a checkpoint (file or run directory) is required unless --replay", 2)
     for name in ("episodes", "max_steps", "top_k"):
@@ -114,12 +127,6 @@ def config_for_options(options: dict):
 
 def load_policy(path: str):
     """(config, params, checkpoint) of a HackMatrix checkpoint, or WatchError saying why not."""
-    import jax
-    from envs.hackmatrix import ENV_VERSION
-    from purejaxrl import ppo
-    from purejaxrl.checkpoint import CheckpointError, load_checkpoint
-    from purejaxrl.config import ConfigError, TrainConfig
-
     try:
         checkpoint = load_checkpoint(path)
     except CheckpointError as error:
@@ -157,9 +164,6 @@ def load_policy(path: str):
 def network_decision(network):
     """The network's policy over observations, in the form ``replay.Simulator`` runs: greedy
     (argmax over legal actions) or sampled, with the probabilities and value it shows."""
-    import jax.numpy as jnp
-    from purejaxrl.networks import greedy_masked, masked_log_probs, sample_masked
-
     def decide(params, key, obs, greedy):
         logits, value = network.apply(params, obs)
         action = jnp.where(greedy, greedy_masked(logits, obs.action_mask),
@@ -184,7 +188,6 @@ class LiveView:
         self.first = True
 
     def __call__(self, frame: dict) -> None:
-        from envs.hackmatrix.viz.render_text import format_frame
         if self.quiet:
             return
         text = format_frame(frame, color=self.color, legend=self.legend and self.first)
@@ -219,6 +222,7 @@ def format_summary(rows: list) -> str:
 
 
 def write_video(path: str, frames: list, fps: float, kind: str) -> None:
+    # Image output only: imageio (with imageio-ffmpeg for MP4) and PIL load when asked for.
     import imageio.v2 as imageio
     import imageio.v3 as iio
     from envs.hackmatrix.viz.render_image import render_array
@@ -235,7 +239,6 @@ def write_video(path: str, frames: list, fps: float, kind: str) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from envs.hackmatrix.viz.replay import ReplayError
     try:
         check_arguments(args)
         return run(args)
@@ -251,20 +254,14 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from envs.hackmatrix.viz.replay import (Simulator, load_record, run_episode, verify_replay,
-                                            write_record)
-    from purejaxrl.ppo import make_env
     started = time.perf_counter()
     print(describe_backend(), file=sys.stderr)
-    from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
     enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir,
                          INTERACTIVE_MIN_COMPILE_SECS)
     record_in = load_record(args.replay) if args.replay else None
     network = params = None
     if args.checkpoint:
         config, params, checkpoint = load_policy(args.checkpoint)
-        from purejaxrl.networks import make_network
-        from envs.hackmatrix.core.constants import N_ACTIONS
         network = make_network(config, N_ACTIONS)
         print(f"checkpoint {checkpoint['path']} (update {checkpoint['update']}, "
               f"{checkpoint['env_steps']:,} env steps)")
@@ -275,7 +272,7 @@ def run(args) -> int:
     else:
         options, seed = env_options_of(config), args.seed
         episodes = [(episode, None) for episode in range(args.episodes)]
-    env, env_params = make_env(config)
+    env, env_params = ppo.make_env(config)
     simulator = Simulator(env, env_params, None if network is None else network_decision(network),
                           params, greedy=args.greedy)
     live = LiveView(args)
@@ -309,7 +306,6 @@ def run(args) -> int:
         write_video(args.mp4, frames, args.fps, "mp4")
         print(f"wrote MP4 {args.mp4} ({len(frames)} frames)")
     if args.html:
-        from envs.hackmatrix.viz.render_html import replay_html
         title = f"HackMatrix replay: {args.checkpoint or args.replay} (seed {seed})"
         with open(args.html, "w", encoding="utf-8") as handle:
             handle.write(replay_html(frames, title=title, summary=summary, fps=args.fps))
