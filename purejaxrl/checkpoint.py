@@ -36,7 +36,7 @@ import re
 import sys
 import tempfile
 from importlib import metadata as package_metadata
-from typing import Callable, Optional
+from typing import Callable
 
 import jax
 import ml_dtypes

@@ -281,6 +281,21 @@ def validate_config(config: TrainConfig) -> None:
          f"--compute-dtype must be one of {COMPUTE_DTYPE_CHOICES}, got {config.compute_dtype!r}")
 
 
+# Adam moves every parameter by about the learning rate per step: above this, a run blows up
+# (--lr 1e6 on HackMatrix: parameters near 6e6 after 20 updates) while every value stays finite.
+LR_WARNING_ABOVE = 0.1
+
+
+def config_warnings(config: TrainConfig) -> list[str]:
+    """Values that train but almost surely not as meant (the run goes on)."""
+    warnings = []
+    if config.lr > LR_WARNING_ABOVE:
+        warnings.append(f"--lr {config.lr:g} is far above the learning rates PPO trains with "
+                        f"(default {TrainConfig().lr:g}): Adam moves every parameter by about "
+                        "that much per step, so the run will likely blow up")
+    return warnings
+
+
 def validate_run_options(options: RunOptions) -> None:
     def need(condition: bool, message: str):
         if not condition:

@@ -36,7 +36,7 @@ from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa
                               DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES, ENV_CHOICES,
                               REWARD_SHAPING_CHOICES, TRAINING_REWARD_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
-                              validate_config, validate_run_options)
+                              config_warnings, validate_config, validate_run_options)
 
 CHECKPOINT_DIR = RunOptions.checkpoint_dir
 
@@ -261,6 +261,8 @@ def main(argv=None) -> int:
                         "hence the exact numbers, then differ from the original split)")
         config = config_from_args(args, base, available, say)
         validate_config(config)
+        for warning in config_warnings(config):
+            say(f"warning: {warning}", flush=True)
         if config.total_timesteps % config.batch_size:
             say(f"note: --total-timesteps {config.total_timesteps:,} is not a multiple of the "
                 f"batch ({config.batch_size:,} env steps per update): the run does "

@@ -111,13 +111,16 @@ def test_nonfinite_bits_name_what_diverged_per_seed():
 
 
 def test_the_command_line_exits_1_with_one_error_line(tmp_path, capsys):
-    """--lr 1e38 (finite, so accepted) overflows the parameters in the first update: nothing
-    finite to save beyond the initial state, so nothing is saved, and that is said."""
+    """--lr 1e38 (finite, so accepted, with a warning) overflows the parameters in the first
+    update: nothing finite to save beyond the initial state, so nothing is saved, and that is
+    said."""
     code = train_main(["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width",
                        "16", "--hidden-depth", "1", "--no-wandb", "--max-episode-steps", "6",
                        "--total-timesteps", "96", "--lr", "1e38", "--checkpoint-dir",
                        str(tmp_path), "--run-name", "r", "--quiet", "--no-compile-cache"])
-    err = capsys.readouterr().err
+    captured = capsys.readouterr()
+    err = captured.err
+    assert "warning: --lr 1e+38 is far above the learning rates PPO trains with" in captured.out
     assert code == 1 and "Traceback" not in err
     (line,) = [line for line in err.splitlines() if line.startswith("error:")]
     assert line.startswith("error: training diverged: non-finite ") and "at update 1" in line
