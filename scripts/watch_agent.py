@@ -3,9 +3,9 @@
 exactly replayable episode records.
 
     python scripts/watch_agent.py checkpoints/<run-name> --episodes 3 --fps 4
-    python scripts/watch_agent.py ckpt.pkl --step                 # Enter advances one step
-    python scripts/watch_agent.py ckpt.pkl --gif run.gif --html run.html --record run.json
-    python scripts/watch_agent.py --replay run.json [ckpt.pkl]    # re-simulate and verify
+    python scripts/watch_agent.py ckpt.msgpack --step             # Enter advances one step
+    python scripts/watch_agent.py ckpt.msgpack --gif run.gif --html run.html --record run.json
+    python scripts/watch_agent.py --replay run.json [ckpt.msgpack]   # re-simulate and verify
 
 The network is rebuilt from the checkpoint's saved config (no shape guessing) and plays in the
 JAX environment with the saved environment options (reward shaping, UNDO-exploit fix, episode
@@ -28,6 +28,7 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
@@ -44,6 +45,7 @@ from envs.hackmatrix.viz.replay import (ReplayError, Simulator, load_record, run
 from purejaxrl import ppo
 from purejaxrl.checkpoint import CheckpointError, load_checkpoint
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, ConfigError, TrainConfig
+from purejaxrl.output_paths import OutputPathError, check_output_file
 from purejaxrl.networks import greedy_masked, make_network, masked_log_probs, sample_masked
 
 
@@ -56,8 +58,8 @@ class WatchError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", nargs="?",
                         help="checkpoint file, or run directory (its latest checkpoint)")
     parser.add_argument("--episodes", type=int, default=1)
@@ -106,6 +108,12 @@ def check_arguments(args) -> None:
                          "without it", 2)
     if args.replay and not os.path.isfile(args.replay):
         raise WatchError(f"record file not found: {args.replay}")
+    for flag in ("gif", "mp4", "html", "record"):
+        if getattr(args, flag):
+            try:
+                check_output_file(getattr(args, flag), f"--{flag}")
+            except OutputPathError as error:
+                raise WatchError(str(error), 2) from None
 
 
 # --------------------------------------------------------------------------- checkpoint

@@ -15,10 +15,12 @@ import json
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
 from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
+from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
 # summary key -> column header; R9/ep: stage completions on a board UNDO brought back from an
@@ -30,8 +32,8 @@ COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "r
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="checkpoint file, or run directory (latest)")
     parser.add_argument("--policies", help=f"comma-separated subset of {', '.join(POLICY_CHOICES)}"
                         " (default: all that apply)")
@@ -72,6 +74,12 @@ def main(argv=None) -> int:
         return 2
     if requested and any(p.startswith("checkpoint") for p in requested) and not args.checkpoint:
         print("error: checkpoint policies need --checkpoint", file=sys.stderr)
+        return 2
+    try:
+        if args.json:
+            check_output_file(args.json, "--json")
+    except OutputPathError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
 
     import jax
