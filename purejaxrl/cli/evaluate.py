@@ -3,6 +3,7 @@ random legal policy, and the scripted heuristic where the environment has one.
 
     python scripts/evaluate.py --checkpoint checkpoints/<run-name> --episodes 256
     python scripts/evaluate.py --env hackmatrix --policies random
+    python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
 of the table face identical starting boards.
@@ -15,12 +16,14 @@ import json
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli import evaluate_search
 
 choose_platforms()  # before anything imports JAX
 
 from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
+NO_POLICIES = "none"  # --policies none: only the search rows
 # summary key -> column header; R9/ep: stage completions on a board UNDO brought back from an
 # earlier stage (decisions R9), the sign of the cross-stage UNDO loop.
 COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "return_mean",
@@ -34,7 +37,7 @@ def build_parser() -> argparse.ArgumentParser:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="checkpoint file, or run directory (latest)")
     parser.add_argument("--policies", help=f"comma-separated subset of {', '.join(POLICY_CHOICES)}"
-                        " (default: all that apply)")
+                        f" (default: all that apply; {NO_POLICIES}: only the search rows)")
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--max-steps", type=int, default=2000,
@@ -45,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
     parser.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    evaluate_search.add_arguments(parser)
     return parser
 
 
@@ -66,12 +70,20 @@ def main(argv=None) -> int:
         print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return 2
     requested = args.policies.split(",") if args.policies else None
+    requested = [] if requested == [NO_POLICIES] else requested
     unknown = [p for p in requested or [] if p not in POLICY_CHOICES]
     if unknown:
         print(f"error: unknown policies {unknown}; choose from {POLICY_CHOICES}", file=sys.stderr)
         return 2
     if requested and any(p.startswith("checkpoint") for p in requested) and not args.checkpoint:
         print("error: checkpoint policies need --checkpoint", file=sys.stderr)
+        return 2
+    search_error = evaluate_search.arguments_error(args)
+    if requested == [] and not args.search_simulations:
+        search_error = (f"--policies {NO_POLICIES} leaves nothing to evaluate without "
+                        "--search-simulations")
+    if search_error:
+        print(f"error: {search_error}", file=sys.stderr)
         return 2
 
     import jax
@@ -80,6 +92,8 @@ def main(argv=None) -> int:
     from purejaxrl.checkpoint import CheckpointError, load_checkpoint
     from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
                                       random_policy, summarize_episodes)
+    from purejaxrl.search import stage_reached_shares
+    from envs.hackmatrix.core.constants import N_STAGES  # HackMatrix-specific (stage table)
 
     config, params = TrainConfig(), None
     if args.checkpoint:
@@ -100,6 +114,9 @@ def main(argv=None) -> int:
     if params is not None and config.env != TrainConfig.from_dict(checkpoint["config"]).env:
         print("error: --env differs from the checkpoint's environment", file=sys.stderr)
         return 2
+    if args.search_simulations and config.env != "hackmatrix":
+        print("error: search rows need --env hackmatrix", file=sys.stderr)
+        return 2
 
     env, env_params, network, _, _ = ppo.build(config)
     heuristic = heuristic_policy(config.env)
@@ -110,7 +127,7 @@ def main(argv=None) -> int:
     policies["random"] = random_policy
     if heuristic is not None:
         policies["heuristic"] = heuristic
-    if requested:
+    if requested is not None:
         missing = [p for p in requested if p not in policies]
         if missing:
             print(f"error: not available for env {config.env!r}: {missing}", file=sys.stderr)
@@ -119,12 +136,24 @@ def main(argv=None) -> int:
 
     # Every row plays from the same key, hence the same starting boards.
     key = jax.random.PRNGKey(args.seed)
-    play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
-                                  args.max_steps)
-    results = {name: summarize_episodes(play(index, key))
-               for index, name in enumerate(policies)}
+    results = {}
+    if policies:
+        play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
+                                      args.max_steps)
+        for index, name in enumerate(policies):
+            episodes = play(index, key)
+            results[name] = summarize_episodes(episodes)
+            if config.env == "hackmatrix":
+                results[name]["stage_reached"] = stage_reached_shares(episodes, N_STAGES)
+    if args.search_simulations:
+        results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
+                                                   args.max_steps))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
     print(format_table(results))
+    if any("stage_reached" in summary for summary in results.values()):
+        print(evaluate_search.format_stage_table(results))
+    if args.search_simulations:
+        print(evaluate_search.format_costs(results))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
