@@ -130,9 +130,19 @@ def _move_cryptogs(key: jax.Array, state: EnvState, hidden: jax.Array) -> EnvSta
                                            col=jnp.where(moved, cell % GRID, e.col)))
 
 
-def _same_observation(a, b) -> jax.Array:
-    return jnp.all(jnp.stack([jnp.all(x == y) for x, y in zip(jax.tree.leaves(a),
-                                                              jax.tree.leaves(b))]))
+# Float features are multiples of 1/50, 1/9, 1/4 or 1/3 at least 0.02 apart; the same value
+# may differ in its last bit between two programs (XLA turns x / 50 into x * 0.02 in some).
+OBSERVATION_TOLERANCE = 1e-5
+
+
+def same_observation(a, b) -> jax.Array:
+    """Whether two observations are equal (floats to ``OBSERVATION_TOLERANCE``)."""
+    def equal(x, y):
+        if jnp.issubdtype(x.dtype, jnp.floating):
+            return jnp.all(jnp.abs(x - y) <= OBSERVATION_TOLERANCE)
+        return jnp.all(x == y)
+    return jnp.all(jnp.stack([equal(x, y) for x, y in zip(jax.tree.leaves(a),
+                                                          jax.tree.leaves(b))]))
 
 
 def redraw_hidden(key: jax.Array, state: EnvState, attempts: int = DEFAULT_ATTEMPTS):
@@ -149,7 +159,7 @@ def redraw_hidden(key: jax.Array, state: EnvState, attempts: int = DEFAULT_ATTEM
         jax.random.split(k_cells, attempts))
     candidates = jax.tree.map(lambda many, one, true: jnp.concatenate(
         [many, one[None], true[None]]), proposals, base, state)
-    same = jax.vmap(lambda s: _same_observation(build_observation(s), truth))(candidates)
+    same = jax.vmap(lambda s: same_observation(build_observation(s), truth))(candidates)
     same = same.at[-1].set(True)
     first = jnp.argmax(same)
     world = jax.tree.map(lambda x: x[first], candidates)
