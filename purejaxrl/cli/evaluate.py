@@ -3,6 +3,7 @@ random legal policy, and the scripted heuristic where the environment has one.
 
     python scripts/evaluate.py --checkpoint checkpoints/<run-name> --episodes 256
     python scripts/evaluate.py --env hackmatrix --policies random
+    python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
 of the table face identical starting boards.
@@ -16,6 +17,7 @@ import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
 from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.cli import evaluate_search
 
 choose_platforms()  # before anything imports JAX
 
@@ -23,6 +25,7 @@ from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  #
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
+NO_POLICIES = "none"  # --policies none: only the search rows
 # summary key -> column header; R9/ep: stage completions on a board UNDO brought back from an
 # earlier stage (decisions R9), the sign of the cross-stage UNDO loop.
 COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "return_mean",
@@ -36,7 +39,7 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="checkpoint file, or run directory (latest)")
     parser.add_argument("--policies", help=f"comma-separated subset of {', '.join(POLICY_CHOICES)}"
-                        " (default: all that apply)")
+                        f" (default: all that apply; {NO_POLICIES}: only the search rows)")
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--max-steps", type=int, default=2000,
@@ -47,6 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
     parser.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    evaluate_search.add_arguments(parser)
     return parser
 
 
@@ -68,6 +72,7 @@ def main(argv=None) -> int:
         print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return 2
     requested = args.policies.split(",") if args.policies else None
+    requested = [] if requested == [NO_POLICIES] else requested
     unknown = [p for p in requested or [] if p not in POLICY_CHOICES]
     if unknown:
         print(f"error: unknown policies {unknown}; choose from {POLICY_CHOICES}", file=sys.stderr)
@@ -81,6 +86,13 @@ def main(argv=None) -> int:
     except OutputPathError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    search_error = evaluate_search.arguments_error(args)
+    if requested == [] and not args.search_simulations:
+        search_error = (f"--policies {NO_POLICIES} leaves nothing to evaluate without "
+                        "--search-simulations")
+    if search_error:
+        print(f"error: {search_error}", file=sys.stderr)
+        return 2
 
     import jax
     from purejaxrl import ppo
@@ -89,6 +101,8 @@ def main(argv=None) -> int:
     from purejaxrl.evaluation import (format_stage_report, heuristic_policy,
                                       make_policy_comparison, network_policy, random_policy,
                                       stage_report, summarize_episodes)
+    from purejaxrl.search import stage_reached_shares
+    from envs.hackmatrix.core.constants import N_STAGES  # HackMatrix-specific (stage table)
 
     config, params = TrainConfig(), None
     if args.checkpoint:
@@ -109,6 +123,9 @@ def main(argv=None) -> int:
     if params is not None and config.env != TrainConfig.from_dict(checkpoint["config"]).env:
         print("error: --env differs from the checkpoint's environment", file=sys.stderr)
         return 2
+    if args.search_simulations and config.env != "hackmatrix":
+        print("error: search rows need --env hackmatrix", file=sys.stderr)
+        return 2
 
     env, env_params, network, _, _ = ppo.build(config)
     heuristic = heuristic_policy(config.env)
@@ -119,7 +136,7 @@ def main(argv=None) -> int:
     policies["random"] = random_policy
     if heuristic is not None:
         policies["heuristic"] = heuristic
-    if requested:
+    if requested is not None:
         missing = [p for p in requested if p not in policies]
         if missing:
             print(f"error: not available for env {config.env!r}: {missing}", file=sys.stderr)
@@ -128,23 +145,32 @@ def main(argv=None) -> int:
 
     # Every row plays from the same key, hence the same starting boards.
     key = jax.random.PRNGKey(args.seed)
-    play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
-                                  args.max_steps)
-    num_stages = getattr(env, "num_stages", None)
     results, stages = {}, {}
-    for index, name in enumerate(policies):
-        per_env = play(index, key)
-        results[name] = summarize_episodes(per_env)
-        stages[name] = stage_report(per_env, num_stages)
+    if policies:
+        play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
+                                      args.max_steps)
+        num_stages = getattr(env, "num_stages", None)
+        for index, name in enumerate(policies):
+            episodes = play(index, key)
+            results[name] = summarize_episodes(episodes)
+            stages[name] = stage_report(episodes, num_stages)
+            if config.env == "hackmatrix":
+                results[name]["stage_reached"] = stage_reached_shares(episodes, N_STAGES)
+    if args.search_simulations:
+        results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
+                                                   args.max_steps))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
     print(format_table(results))
+    if any("stage_reached" in summary for summary in results.values()):
+        print(evaluate_search.format_stage_table(results))
+    if args.search_simulations:
+        print(evaluate_search.format_costs(results))
     for name, rows in stages.items():
         # Where each policy's games end: the share reaching and clearing every stage, how
         # the games that end there end, and what the player held then.
         print(f"\n{name}: per stage")
         print(format_stage_report(rows))
-    for name in results:
-        results[name]["stages"] = stages[name]
+        results[name]["stages"] = rows
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
