@@ -31,6 +31,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 | ``flat_observation(obs) -> f32[D]`` | the observation as one vector (the ``flat`` encoder) | every leaf flattened, concatenated |
 | ``board_view(obs) -> BoardView`` | a board around a player (the ``egocentric`` encoder) | none: no egocentric encoder |
 | ``version`` | the env's contract version; a checkpoint of another version is refused | none |
+| ``search_hooks`` | the search's model, worlds, leaf values and action counters (``purejaxrl/search.py``, evaluate.py's search rows) | no search rows |
 
 Hooks that take an observation or a state are written for one env (not batched); the trainer
 vmaps them. ``check_env_contract`` checks the required API and every hook an env has.

@@ -177,7 +177,9 @@ class RunOptions:
     wandb_project: str = "hackmatrix"
     wandb_entity: Optional[str] = None
     wandb_mode: str = "online"
-    artifact: bool = True  # upload checkpoints as versions of one wandb artifact
+    # Upload every checkpoint as a version of one wandb artifact (--wandb-checkpoints): off by
+    # default, a checkpoint is a whole training state that others would download.
+    artifact: bool = False
     compile_cache_dir: Optional[str] = DEFAULT_COMPILE_CACHE_DIR  # None disables the cache
     quiet: bool = False
     # Live progress inside a chunk: a host callback per update (off with quiet). Without it
@@ -260,6 +262,11 @@ def validate_config(config: TrainConfig) -> None:
         if not condition:
             raise ConfigError(message)
 
+    defaults = TrainConfig()
+    for name, value in config.to_dict().items():
+        if isinstance(getattr(defaults, name), float):
+            need(isinstance(value, (int, float)) and math.isfinite(value),
+                 f"--{name.replace('_', '-')} must be a finite number, got {value!r}")
     need(isinstance(config.env, str) and config.env, f"--env must be an env id, got {config.env!r}")
     need(config.reward_shaping in REWARD_SHAPING_CHOICES,
          f"--reward-shaping must be one of {REWARD_SHAPING_CHOICES}, got {config.reward_shaping!r}")
@@ -305,12 +312,27 @@ def validate_config(config: TrainConfig) -> None:
          f"--compute-dtype must be one of {COMPUTE_DTYPE_CHOICES}, got {config.compute_dtype!r}")
 
 
+# Adam moves every parameter by about the learning rate per step: above this, a run blows up
+# (--lr 1e6 on HackMatrix: parameters near 6e6 after 20 updates) while every value stays finite.
+LR_WARNING_ABOVE = 0.1
+
+
+def config_warnings(config: TrainConfig) -> list[str]:
+    """Values that train but almost surely not as meant (the run goes on)."""
+    warnings = []
+    if config.lr > LR_WARNING_ABOVE:
+        warnings.append(f"--lr {config.lr:g} is far above the learning rates PPO trains with "
+                        f"(default {TrainConfig().lr:g}): Adam moves every parameter by about "
+                        "that much per step, so the run will likely blow up")
+    return warnings
+
+
 def validate_run_options(options: RunOptions) -> None:
     def need(condition: bool, message: str):
         if not condition:
             raise ConfigError(message)
 
-    need(options.save_interval_minutes > 0,
+    need(math.isfinite(options.save_interval_minutes) and options.save_interval_minutes > 0,
          f"--save-interval-minutes must be > 0, got {options.save_interval_minutes}")
     need(options.save_interval is None or options.save_interval >= 1,
          f"--save-interval must be >= 1, got {options.save_interval}")

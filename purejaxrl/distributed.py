@@ -15,8 +15,8 @@ This module holds the process-level plumbing around that:
   env state of every process is gathered, so process 0 can write one complete checkpoint);
 * ``agree_any``: one answer on every process to "did any process see this flag" (stop signals,
   time-based saves), so all processes enter the same collectives;
-* ``load_checkpoint_everywhere``: process 0 reads the checkpoint and broadcasts its bytes, so the
-  other hosts need no shared filesystem.
+* ``load_checkpoint_everywhere``: process 0 reads the checkpoint and broadcasts its path and
+  bytes, so the other hosts need no shared filesystem.
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ import numpy as np
 
 from purejaxrl.backend import tpu_attached
 from purejaxrl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint, \
-    parse_checkpoint, read_checkpoint_bytes, seed_directories
+    parse_checkpoint, read_newest_intact, seed_directories
 from purejaxrl.config import ConfigError
 
 DISTRIBUTED_MODES = ("auto", "on", "off")
@@ -141,22 +141,28 @@ def _broadcast_from_primary(data: Optional[bytes], failed: bool) -> tuple[bytes,
 
 
 def load_checkpoint_everywhere(path: str) -> dict:
-    """``checkpoint.load_checkpoint`` on every process, reading the file on process 0 only: its
-    bytes are broadcast, so the checkpoint directory need exist only on process 0's host. A
-    failure on process 0 raises the same ``CheckpointError`` on every process."""
+    """``checkpoint.load_checkpoint`` on every process, reading the file on process 0 only: the
+    path of the file it chose and its bytes are broadcast, so the checkpoint directory need
+    exist only on process 0's host. A failure on process 0 raises the same
+    ``CheckpointError`` on every process."""
     if jax.process_count() == 1:
         return load_checkpoint(path, multi_seed=True)
     if seed_directories(path) and not list_checkpoints(path):
         raise CheckpointError(f"{path} is a multi-seed run: a multi-process run resumes one "
                               "seed at a time (--resume <run directory>/seed-<s>)")
-    data, failed, file_path = None, False, path
+    message, failed, checkpoint = None, False, None
     if is_primary():
         try:
-            file_path, data = read_checkpoint_bytes(path)
+            data, checkpoint = read_newest_intact(path)
+            # A path holds no NUL byte: it separates the file's path from its bytes.
+            message = checkpoint["path"].encode() + b"\0" + data
         except CheckpointError as error:
-            data, failed = str(error).encode(), True
-    data, failed = _broadcast_from_primary(data, failed)
+            message, failed = str(error).encode(), True
+    message, failed = _broadcast_from_primary(message, failed)
     if failed:
-        raise CheckpointError(data.decode() if is_primary()
-                              else f"process 0 could not load the checkpoint: {data.decode()}")
-    return parse_checkpoint(data, file_path)
+        raise CheckpointError(message.decode() if is_primary()
+                              else f"process 0 could not load the checkpoint: {message.decode()}")
+    if checkpoint is not None:
+        return checkpoint
+    file_path, data = message.split(b"\0", 1)
+    return parse_checkpoint(data, file_path.decode())

@@ -48,6 +48,8 @@ class TrainerEnv:
         self.has_board_view = hasattr(env, "board_view")
         self.episode_resources: Optional[Callable] = getattr(env, "episode_resources", None)
         self.version = getattr(env, "version", None)
+        # The model, worlds, leaf values and action counters of search (purejaxrl/search.py).
+        self.search_hooks = getattr(env, "search_hooks", None)
         # Where a metric's alert shows: its record key -> the alert's words.
         self.alerts = {m.log: m.alert for m in self.metrics if m.log and m.alert}
 

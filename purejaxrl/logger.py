@@ -18,6 +18,7 @@ import time
 
 import numpy as np
 
+from purejaxrl.checkpoint import METRICS_FILE
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.ppo import UpdateMetrics
 
@@ -340,7 +341,7 @@ class RunLogger:
         self.run_dir = run_dir
         self.quiet = quiet
         self.console = Console(enabled=not quiet)
-        self.metrics_path = os.path.join(run_dir, "metrics.jsonl")
+        self.metrics_path = os.path.join(run_dir, METRICS_FILE)
         self._file = open(self.metrics_path, "a", encoding="utf-8")
         self.wandb_run = None
         if use_wandb and wandb_mode != "disabled":

@@ -192,6 +192,9 @@ class UpdateMetrics:
     grad_norm: jax.Array
     explained_variance: jax.Array
     learning_rate: jax.Array
+    # Non-zero where the update was undone because a value came out non-finite: the sum of
+    # the NONFINITE_* bits of what did (such an update also reports active 0).
+    nonfinite: jax.Array
 
     @classmethod
     def zeros(cls, env: TrainerEnv) -> "UpdateMetrics":
@@ -215,6 +218,23 @@ def metric_total(metrics: UpdateMetrics, env: TrainerEnv, name: str) -> float:
     if name not in names:
         return 0.0
     return float(np.sum(np.asarray(metrics.env_metrics)[..., names.index(name)]))
+
+
+NONFINITE_LOSS, NONFINITE_GRADIENT, NONFINITE_PARAMETERS = 1, 2, 4
+NONFINITE_NAMES = {NONFINITE_LOSS: "loss", NONFINITE_GRADIENT: "gradient",
+                   NONFINITE_PARAMETERS: "parameters"}
+
+
+def nonfinite_bits(metrics: UpdateMetrics, params, num_seeds: int) -> jax.Array:
+    """Per seed (a scalar for one seed), the ``NONFINITE_*`` bits of the loss, the gradient norm
+    and the parameters after an update. The values are the same on every device (reduced over
+    devices, or replicated), so every device takes the same decision."""
+    def per_seed(x):
+        return jnp.all(jnp.isfinite(x), axis=tuple(range(num_seeds > 1, jnp.ndim(x))))
+    params_finite = jnp.all(jnp.stack([per_seed(x) for x in jax.tree.leaves(params)]), axis=0)
+    return (jnp.where(per_seed(metrics.total_loss), 0, NONFINITE_LOSS)
+            + jnp.where(per_seed(metrics.grad_norm), 0, NONFINITE_GRADIENT)
+            + jnp.where(params_finite, 0, NONFINITE_PARAMETERS)).astype(jnp.float32)
 
 
 def runner_state_specs(num_seeds: int = 1, curriculum: bool = False) -> RunnerState:
@@ -600,7 +620,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     metrics = UpdateMetrics(
         active=jnp.float32(1.0), **sums, **losses,
         explained_variance=explained_variance(transitions.value, targets, axis_name),
-        learning_rate=jnp.asarray(learning_rate, jnp.float32))
+        learning_rate=jnp.asarray(learning_rate, jnp.float32), nonfinite=jnp.float32(0.0))
     runner = runner.replace(params=params, opt_state=opt_state, update_key=update_key,
                             update_step=runner.update_step + 1)
     return runner, metrics
@@ -638,7 +658,16 @@ class UpdateChunk:
         update_all = seed_update if config.num_seeds == 1 else jax.vmap(seed_update)
 
         def update(runner: RunnerState):
+            previous = runner
             runner, metrics = update_all(runner)
+            # An update that makes the loss, the gradient or the parameters non-finite is
+            # undone (for every seed, so that they stay at one update) and reported: the
+            # runner state stays the last finite one, which the host saves.
+            bits = nonfinite_bits(metrics, runner.params, config.num_seeds)
+            finite = jnp.all(bits == 0)
+            runner = jax.tree.map(lambda new, old: jnp.where(finite, new, old), runner, previous)
+            metrics = metrics.replace(active=jnp.where(finite, metrics.active, 0.0),
+                                      nonfinite=bits)
             if on_update is not None:
                 # The loss is averaged over every minibatch step; reading it makes the host
                 # call wait for the end of the update (XLA orders a host call by the buffers it
@@ -661,9 +690,15 @@ class UpdateChunk:
         def local_chunk(runner: RunnerState, num_active):
             self.trace_count += 1  # Python side effect: runs once per trace
 
-            def body(runner, index):
-                return lax.cond(index < num_active, update, skipped, runner)
-            return lax.scan(body, runner, jnp.arange(updates_per_chunk))
+            def body(carry, index):
+                runner, finite = carry
+                runner, metrics = lax.cond((index < num_active) & finite, update, skipped,
+                                           runner)
+                # After an undone update the chunk skips the rest: the host stops the run.
+                return (runner, finite & jnp.all(metrics.nonfinite == 0)), metrics
+            (runner, _), metrics = lax.scan(body, (runner, jnp.bool_(True)),
+                                            jnp.arange(updates_per_chunk))
+            return runner, metrics
 
         specs = runner_state_specs(config.num_seeds, config.curriculum_share > 0)
         chunk = jax.shard_map(local_chunk, mesh=mesh, in_specs=(specs, P()),

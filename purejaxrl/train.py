@@ -16,7 +16,8 @@ import numpy as np
 
 from envs.compile_cache import enable_compile_cache
 from purejaxrl import distributed, ppo
-from purejaxrl.checkpoint import (CheckpointError, save_checkpoint, seed_directory_name,
+from purejaxrl.checkpoint import (CheckpointError, list_checkpoints, run_contents,
+                                  save_checkpoint, seed_directories, seed_directory_name,
                                   stack_seeds)
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
@@ -25,6 +26,7 @@ from purejaxrl.health import StallingDetector
 from purejaxrl.logger import (Console, Progress, RunLogger, SilentLogger, progress_line,
                               summarize_chunk)
 from purejaxrl.networks import parameter_count
+from purejaxrl.output_paths import prepare_directory
 
 
 @dataclasses.dataclass
@@ -36,7 +38,7 @@ class SeedResult:
     run_dir: str
     runner_state: ppo.RunnerState  # this seed's (no seed axis)
     records: list  # per chunk, the keys of a single-seed run's records
-    last_checkpoint: Optional[str]
+    last_checkpoint: Optional[str]  # written in this session, else the one it resumed from
 
 
 @dataclasses.dataclass
@@ -46,13 +48,17 @@ class TrainResult:
     run_dir: str
     updates_done: int
     env_steps: int  # per seed
-    # The newest checkpoint; of a multi-seed run, its directory (what --resume takes).
+    # The newest checkpoint (written in this session, else the one it resumed from); of a
+    # multi-seed run, its directory (what --resume takes).
     last_checkpoint: Optional[str]
     records: list  # what was logged per chunk (multi-seed: per-seed keys prefixed seed<s>/)
     interrupted: bool
     stop_signal: Optional[int]  # the signal that stopped the run (interrupted), else None
     chunk: ppo.UpdateChunk
     seeds: list[SeedResult]
+    # Why the run stopped early on a non-finite loss, gradient or parameter (and which
+    # checkpoint holds the last finite state), else None.
+    diverged: Optional[str] = None
 
 
 def default_run_name(config: TrainConfig) -> str:
@@ -147,9 +153,10 @@ def _restore_params(fresh_params, saved_params):
     return saved_params
 
 
-def _check_resume(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
+def check_resume(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
                   num_processes: int) -> None:
-    """A full resume needs the process count and the config of the checkpoint's run."""
+    """A full resume needs the process count and the config of the checkpoint's run (only its
+    budget, ``total_timesteps``, may grow: a finished run is extended)."""
     if resuming and int(checkpoint.get("num_processes", 1)) != num_processes:
         raise ConfigError(
             f"the checkpoint was written by a {checkpoint.get('num_processes', 1)}-process run "
@@ -159,12 +166,60 @@ def _check_resume(config: TrainConfig, checkpoint: Optional[dict], resuming: boo
         saved = TrainConfig.from_dict(checkpoint["config"])
         # The device count may change (another machine): the global batch and every number
         # of the algorithm stay the same; only the per-device minibatch shuffles differ.
-        differences = config_differences(saved.replace(num_devices=config.num_devices), config)
+        differences = config_differences(
+            saved.replace(num_devices=config.num_devices, total_timesteps=config.total_timesteps),
+            config)
         if differences:
             raise ConfigError("the checkpoint was trained with a different config (checkpoint != "
                               "this run): " + "; ".join(differences)
                               + ". Pass only run options when resuming, or use --weights-only "
                               "to start a new run from its weights.")
+
+
+def _same_directory(a: str, b: str) -> bool:
+    return os.path.normpath(os.path.abspath(a)) == os.path.normpath(os.path.abspath(b))
+
+
+def run_directory(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict],
+                  resuming: bool) -> tuple[str, str]:
+    """(run name, run directory) of a session. A resume continues in the checkpoint's
+    directory (``--resume PATH`` writes to PATH, wherever it is); ``options.run_name`` may
+    only name that same directory. A new run goes to ``<checkpoint_dir>/<run name>``."""
+    if resuming:
+        run_dir = checkpoint["run_dir"]
+        if options.run_name is not None and not _same_directory(
+                os.path.join(options.checkpoint_dir, options.run_name), run_dir):
+            raise ConfigError(
+                f"--resume continues the run in {run_dir}, and --run-name/--checkpoint-dir "
+                f"name {os.path.join(options.checkpoint_dir, options.run_name)}: leave them "
+                "out (or add --weights-only to start a new run from the checkpoint's weights)")
+        return checkpoint["run_name"], run_dir
+    name = options.run_name or default_run_name(config)
+    return name, os.path.join(options.checkpoint_dir, name)
+
+
+def claim_run_directory(run_name: str, run_dir: str, *, resuming: bool,
+                        name_given: bool) -> tuple[str, str, Optional[str]]:
+    """Make sure the session may write to its run directory, before any work: it is created
+    and must take new files, and a new run never writes into a directory that holds another
+    run: a given ``--run-name`` is refused (naming ``--resume``), a default name gets a free
+    suffix. Returns (run name, run directory, a note for the user or None). Raises
+    ConfigError."""
+    note = None
+    contents = [] if resuming else run_contents(run_dir)
+    if contents and name_given:
+        resumable = list_checkpoints(run_dir) or seed_directories(run_dir)
+        resume = f"continue it with --resume {run_dir}, or " if resumable else ""
+        raise ConfigError(f"{run_dir} already holds a run ({', '.join(contents)}): {resume}"
+                          "choose another --run-name")
+    if contents:
+        base_name, base_dir, suffix = run_name, run_dir, 2
+        while run_contents(run_dir):
+            run_name, run_dir = f"{base_name}-{suffix}", f"{base_dir}-{suffix}"
+            suffix += 1
+        note = f"{base_dir} holds another run: this run is {run_name}"
+    prepare_directory(run_dir, "run directory")
+    return run_name, run_dir, note
 
 
 def _initial_runner(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
@@ -213,13 +268,12 @@ class _Run:
     ``<run_dir>/seed-<s>`` and logged under ``seed<s>/`` keys of the run's one record."""
 
     def __init__(self, config: TrainConfig, options: RunOptions, *, checkpoint, resuming,
-                 weights_only, stop_after_updates, logger, primary, num_processes):
+                 weights_only, stop_after_updates, logger, primary, num_processes, run_name,
+                 run_dir, note=None):
         self.config, self.options = config, options
         self.checkpoint, self.resuming = checkpoint, resuming
         self.primary, self.num_processes = primary, num_processes
-        self.run_name = options.run_name or (checkpoint["run_name"] if resuming else None) \
-            or default_run_name(config)
-        self.run_dir = os.path.join(options.checkpoint_dir, self.run_name)
+        self.run_name, self.run_dir = run_name, run_dir
         built = ppo.build(config)
         self.env, self.env_params, self.network, optimizer, self.reward_components = built
         mesh = ppo.make_mesh(config.num_devices)
@@ -230,6 +284,8 @@ class _Run:
         self.own_logger = logger is None
         self.logger = self._open_logger(wandb_run_id) if self.own_logger else logger
         self.wandb_run_id = self.logger.wandb_run_id or wandb_run_id
+        if note:
+            self.logger.print(note)
         self.derived = {"num_devices": config.num_devices, "num_processes": num_processes,
                         "global_batch": config.batch_size,
                         "num_minibatches": config.num_minibatches,
@@ -253,16 +309,19 @@ class _Run:
         if options.eval_interval:
             self.evaluator = make_training_evaluator(self.env, self.env_params, self.network,
                                                      options.eval_envs, options.eval_max_steps)
-        self.records, self.last_checkpoint = [], None
+        self.records, self.last_checkpoint = [], None  # last_checkpoint: of this session
         # Seed s of a multi-seed run is a single-seed run named <run name>/seed-<s>: its
         # checkpoints can be evaluated, watched or continued alone like any run's.
-        names = [self.run_name] if config.num_seeds == 1 else [
-            f"{self.run_name}/{seed_directory_name(seed)}" for seed in config.seeds]
-        self.tracks = [_SeedTrack(seed=seed, run_name=name,
-                                  run_dir=os.path.join(options.checkpoint_dir, name))
-                       for seed, name in zip(config.seeds, names)]
+        multi = config.num_seeds > 1
+        self.tracks = [_SeedTrack(
+            seed=seed,
+            run_name=f"{self.run_name}/{seed_directory_name(seed)}" if multi else self.run_name,
+            run_dir=os.path.join(self.run_dir, seed_directory_name(seed)) if multi
+            else self.run_dir) for seed in config.seeds]
         self.train_seconds = 0.0
         self.compile_seconds = None
+        self.diverged = None  # the message, once an update came out non-finite
+        self.update_of_last_save = None
 
     def _open_logger(self, wandb_run_id):
         if not self.primary:
@@ -307,6 +366,7 @@ class _Run:
                 keep=self.options.keep_checkpoints, num_processes=self.num_processes))
             track.last_checkpoint = paths[-1]
         self.last_checkpoint = paths[0] if len(paths) == 1 else self.run_dir
+        self.update_of_last_save = self.update
         return paths
 
     def report_saved(self, paths: Optional[list[str]]) -> None:
@@ -441,8 +501,12 @@ class _Run:
             self.runner, metrics = run_chunk_interruptibly(self.chunk, self.runner, num_active)
             seconds = time.perf_counter() - start
             self.train_seconds += seconds
-            self.update += num_active
+            done, failed = self.chunk_outcome(metrics, num_active)
+            self.update += done
             self.progress.chunk_finished(self.update)
+            if failed:
+                self.stop_diverged(failed, metrics, done, seconds)
+                return False
 
             due_by_updates = options.save_interval and self.update % options.save_interval == 0
             due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
@@ -465,6 +529,39 @@ class _Run:
                 if not saving:
                     self.report_saved(self.save())
         return stopping
+
+    def chunk_outcome(self, metrics, num_active: int) -> tuple[int, Optional[str]]:
+        """(updates the chunk did, what came out non-finite or None). An update with a
+        non-finite loss, gradient or parameter was undone on the device, with the rest of
+        its chunk."""
+        flags = np.asarray(metrics.nonfinite).reshape(len(metrics.nonfinite), -1)
+        bad_rows = np.flatnonzero(flags.any(axis=1))
+        if not len(bad_rows):
+            return num_active, None
+        row = bad_rows[0]
+        bits = int(np.bitwise_or.reduce(flags[row].astype(np.int64)))
+        what = " and ".join(name for bit, name in ppo.NONFINITE_NAMES.items() if bits & bit)
+        seeds = [track.seed for track, bad in zip(self.tracks, flags[row]) if bad]
+        which = f" (seed{'s' if len(seeds) > 1 else ''} {', '.join(map(str, seeds))})" \
+            if self.config.num_seeds > 1 else ""
+        return int(row), f"non-finite {what} at update {self.update + int(row) + 1}{which}"
+
+    def stop_diverged(self, failed: str, metrics, done: int, seconds: float) -> None:
+        """Save the last finite state (unless it is already saved), log what was done, and
+        record why the run stops."""
+        newest_saved = self.update_of_last_save if self.last_checkpoint else \
+            int(self.checkpoint["update"]) if self.resuming else 0
+        paths = self.save() if self.update > newest_saved else None
+        if done:
+            record = self.chunk_record(done, seconds)
+            self.log(record, self.seed_records(record, metrics))
+        self.report_saved(paths)
+        kept = self.last_checkpoint or (self.checkpoint["path"] if self.resuming else None)
+        self.diverged = (f"training diverged: {failed}; that update was undone and the run "
+                         "stopped. " + (f"The last finite state (update {self.update}) is "
+                                        f"{kept}" if kept else
+                                        "Nothing was saved (no update before it)")
+                         + "; a lower --lr may help")
 
     def announce_end(self, stop) -> None:
         """What a stop signal left behind, and how to go on."""
@@ -498,11 +595,23 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     validate_run_options(options)
     resuming = checkpoint is not None and not weights_only
     num_processes = jax.process_count()
-    _check_resume(config, checkpoint, resuming, num_processes)
+    check_resume(config, checkpoint, resuming, num_processes)
+    run_name, run_dir = run_directory(config, options, checkpoint, resuming)
+    # Process 0 alone writes, so it alone checks; every process stops if it fails.
+    failure, note = None, None
+    if distributed.is_primary():
+        try:
+            run_name, run_dir, note = claim_run_directory(
+                run_name, run_dir, resuming=resuming, name_given=options.run_name is not None)
+        except ConfigError as error:
+            failure = error
+    if distributed.agree_any([failure is not None])[0]:
+        raise failure or ConfigError("process 0 cannot write its run directory")
     enable_compile_cache(options.compile_cache_dir)
     run = _Run(config, options, checkpoint=checkpoint, resuming=resuming,
                weights_only=weights_only, stop_after_updates=stop_after_updates, logger=logger,
-               primary=distributed.is_primary(), num_processes=num_processes)
+               primary=distributed.is_primary(), num_processes=num_processes,
+               run_name=run_name, run_dir=run_dir, note=note)
     try:
         with StopSignal(run.announce_stop, run.announce_abandon) as stop:
             interrupted = run.run_chunks(stop, stopping=run.compile(stop))
@@ -511,12 +620,18 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
             stop_signal = stop.signum if interrupted else None
     finally:
         run.close()
+    resumed = {}  # what a session that saved nothing leaves as the newest checkpoints
+    if resuming:
+        resumed = dict(zip(config.seeds, checkpoint.get("seed_checkpoints",
+                                                        [checkpoint["path"]])))
     seeds = [SeedResult(seed=track.seed, run_dir=track.run_dir,
                         runner_state=run.of_seed(run.runner, index),
-                        records=track.records, last_checkpoint=track.last_checkpoint)
+                        records=track.records,
+                        last_checkpoint=track.last_checkpoint or resumed.get(track.seed))
              for index, track in enumerate(run.tracks)]
     return TrainResult(runner_state=run.runner, run_name=run.run_name, run_dir=run.run_dir,
                        updates_done=run.update, env_steps=run.update * config.batch_size,
-                       last_checkpoint=run.last_checkpoint, records=run.records,
-                       interrupted=interrupted, stop_signal=stop_signal, chunk=run.chunk,
-                       seeds=seeds)
+                       last_checkpoint=run.last_checkpoint or (checkpoint["path"] if resuming
+                                                               else None),
+                       records=run.records, interrupted=interrupted, stop_signal=stop_signal,
+                       chunk=run.chunk, seeds=seeds, diverged=run.diverged)

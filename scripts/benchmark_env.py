@@ -15,12 +15,13 @@ from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.config import REWARD_SHAPING_CHOICES  # noqa: E402
-from purejaxrl.env_throughput import bench  # noqa: E402
+from purejaxrl.config import REWARD_SHAPING_CHOICES
+from purejaxrl.env_throughput import bench
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 256, 2048, 8192])
     parser.add_argument("--num-steps", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)

@@ -23,6 +23,7 @@ import time
 import traceback
 
 from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
+from purejaxrl.backend import choose_platforms, platform_choice
 
 
 
@@ -44,7 +45,6 @@ def check_devices(args) -> str:
     import jax
     devices = jax.devices()
     kinds = sorted({d.device_kind for d in devices})
-    from purejaxrl.backend import platform_choice
     detail = (f"backend {jax.default_backend()}, {len(devices)} device(s) "
               f"({', '.join(kinds)}), {jax.local_device_count()} local, jax {jax.__version__}; "
               f"{platform_choice() or 'JAX chose'}")
@@ -176,7 +176,8 @@ def check_compile_cache(args) -> str:
     return f"{path} writable, {entries} cached entr{'y' if entries == 1 else 'ies'}"
 
 
-CHECKS = (("distributed", check_distributed), ("devices", check_devices), ("mlp_forward_backward", check_mlp),
+CHECKS = (("distributed", check_distributed), ("devices", check_devices),
+          ("mlp_forward_backward", check_mlp),
           ("conv_forward_backward", check_conv), ("all_reduce", check_all_reduce),
           ("training_update", check_training_update), ("compile_cache", check_compile_cache))
 
@@ -214,7 +215,6 @@ def main(argv=None) -> int:
         os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "") + " --xla_force_host_"
                                    f"platform_device_count={args.force_host_devices}").strip()
         os.environ.setdefault("JAX_PLATFORMS", "cpu")
-    from purejaxrl.backend import choose_platforms
     choose_platforms()  # before any check imports JAX
     start = time.perf_counter()
     failures = 0

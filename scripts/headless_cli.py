@@ -6,7 +6,12 @@
 Same as ``python -m envs.hackmatrix.swift_io.protocol``; see envs/hackmatrix/swift_io/protocol.py.
 """
 
+import os
 import sys
+
+# One game per step: the CPU is fastest (protocol.main makes the same choice, too late where the
+# package import, which starts JAX, came first). Before the import below, so libtpu never starts.
+os.environ.setdefault("JAX_PLATFORMS", "cpu")
 
 from envs.hackmatrix.swift_io.protocol import main
 

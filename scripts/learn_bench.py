@@ -21,9 +21,18 @@ import os
 import shlex
 import sys
 
+# The training command line comes first: importing it chooses JAX's platform
+# (purejaxrl/backend.py choose_platforms) before anything imports JAX. Its flags, defaults and
+# config derivation are the benchmark's, so a benchmarked configuration is exactly what
+# scripts/train_purejaxrl.py runs.
+from purejaxrl.cli import train as train_purejaxrl
+
+import jax
+from purejaxrl.checkpoint import CheckpointError
 from purejaxrl.config import ConfigError, validate_config
-from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS,
-                                          LEDGER, TIERS)
+from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER, TIERS,
+                                          run)
+from purejaxrl.train import train
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -60,9 +69,6 @@ def main(argv=None) -> int:
     tier = TIERS[args.tier]
     seeds = args.seeds if args.seeds is not None else list(range(tier.num_seeds))
     label = args.label or args.tier
-    # The main command's flags, defaults and config derivation are the benchmark's, so a
-    # benchmarked configuration is exactly what scripts/train_purejaxrl.py runs.
-    from purejaxrl.cli import train as train_purejaxrl
     train_parser = train_purejaxrl.build_parser()
     try:
         if args.eval_episodes < 1:
@@ -85,7 +91,6 @@ def main(argv=None) -> int:
         train_args.no_wandb = True
         train_args.checkpoint_dir = args.checkpoint_dir
         options = train_purejaxrl.run_options_from_args(train_args)
-        import jax
         config = train_purejaxrl.config_from_args(train_args, None, jax.device_count())
         validate_config(config)
     except ConfigError as error:
@@ -93,10 +98,6 @@ def main(argv=None) -> int:
         return 2
     except SystemExit as exit_:  # argparse of the training flags
         return int(exit_.code or 2)
-
-    from purejaxrl.checkpoint import CheckpointError
-    from purejaxrl.learning_benchmark import run
-    from purejaxrl.train import train
 
     ledger = None if args.no_ledger else args.ledger
     plot = args.plot or os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")

@@ -11,7 +11,7 @@ divergence is printed with the board and both values, and the exit status is 1.
 Without --binary the candidate is this project's server started with the same --seed, so the
 two share the JAX key stream and must agree exactly (trajectories start with reset). With
 --binary the candidate is ``BINARY --headless-cli``, whose randomness is its own: Swift then
-drives (its own resets) and the in-process mirror of ``parity_client.OracleLockstep`` must
+drives (its own resets) and the in-process mirror of ``oracle.OracleLockstep`` must
 reproduce every reply, matching or adopting Swift's random draws (scripts/swift_soak.py is the
 long soak with more starts and policies).
 """
@@ -23,13 +23,15 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, OracleDivergence,  # noqa: E402
-                                                    OracleLockstep, ProtocolEngine, lockstep,
-                                                    own_server_command)
-from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
-from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary  # noqa: E402
+from envs.hackmatrix.swift_io.divergence import OracleDivergence
+from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,
+                                              own_server_command)
+from envs.hackmatrix.swift_io.lockstep import lockstep
+from envs.hackmatrix.swift_io.oracle import OracleLockstep
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary
 
 
 def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):

@@ -29,11 +29,21 @@ import time
 
 _STARTED = time.perf_counter()
 
-from purejaxrl.backend import choose_platforms, describe_backend  # noqa: E402
+from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, REWARD_SHAPING_CHOICES  # noqa: E402
+import jax
+import jax.numpy as jnp
+
+from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
+from envs.hackmatrix.core.mask import action_mask
+from envs.hackmatrix.swift_io.scenario import ScenarioError, set_state
+from envs.hackmatrix.viz.render_text import LEGEND, action_name, format_frame, frame_view
+from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
+from purejaxrl import ppo
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, REWARD_SHAPING_CHOICES, TrainConfig
 
 DIRECTION_WORDS = {"w": 0, "up": 0, "s": 1, "down": 1, "a": 2, "left": 2, "d": 3, "right": 3}
 ARROW_KEYS = {"\x1b[A": 0, "\x1b[B": 1, "\x1b[D": 2, "\x1b[C": 3}
@@ -69,7 +79,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def load_scenario(path: str):
-    from envs.hackmatrix.swift_io.scenario import ScenarioError, set_state
     try:
         with open(path, encoding="utf-8") as handle:
             scenario = json.load(handle)
@@ -87,12 +96,6 @@ class Game:
     its last position)."""
 
     def __init__(self, args):
-        import jax
-        from envs.hackmatrix.core.mask import action_mask
-        from purejaxrl import ppo
-        from purejaxrl.config import TrainConfig
-        from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
-
         config = TrainConfig(env="hackmatrix", reward_shaping=args.reward_shaping,
                              close_undo_exploit=args.close_undo_exploit,
                              undo_pays_once=args.undo_pays_once,
@@ -110,8 +113,6 @@ class Game:
         self.over = None  # "won" / "died" / "truncated" once the game has ended
 
     def play(self, action: int) -> dict:
-        import jax
-        import jax.numpy as jnp
         out = jax.device_get(self._step(jax.random.fold_in(self.key, len(self.history)),
                                         self.state, jnp.int32(action), self.env_params))
         self.history.append((self.state, self.mask, self.over))
@@ -143,7 +144,6 @@ def program_line(frame: dict) -> str:
 
 def parse_command(word: str, frame: dict):
     """('action', index) / ('back'|'reveal'|'help'|'quit', None) / ('unknown', word)."""
-    from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
     if word in ARROW_KEYS:
         return "action", ARROW_KEYS[word]
     lowered = word.lower()
@@ -164,6 +164,7 @@ def parse_command(word: str, frame: dict):
 
 def read_terminal_keys():
     """Single key presses (arrows as one escape sequence) from a terminal in cbreak mode."""
+    # POSIX-only modules, needed only at a terminal: piped input plays without them.
     import termios
     import tty
     fd = sys.stdin.fileno()
@@ -207,11 +208,6 @@ def main(argv=None) -> int:
 
 
 def play(args) -> int:
-    import jax
-    from envs.hackmatrix.viz.render_text import LEGEND, action_name, format_frame, frame_view
-
-    from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
-
     cache = None if args.no_compile_cache else args.compile_cache_dir
     enable_compile_cache(cache, INTERACTIVE_MIN_COMPILE_SECS)
     game = Game(args)

@@ -17,6 +17,20 @@ import json
 import sys
 import time
 
+from purejaxrl.backend import choose_platforms
+
+choose_platforms()  # before anything imports JAX
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import optax
+
+from envs.hackmatrix.baselines import heuristic_policy
+from envs.hackmatrix.core.constants import N_ACTIONS, N_DIRECTIONS
+from purejaxrl import ppo
+from purejaxrl.config import TrainConfig
+from purejaxrl.networks import greedy_masked, masked_log_probs
 
 
 def build_parser():
@@ -37,17 +51,6 @@ def build_parser():
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    import jax
-    import jax.numpy as jnp
-    import numpy as np
-    import optax
-
-    from purejaxrl import ppo
-    from purejaxrl.config import TrainConfig
-    from envs.hackmatrix.baselines import heuristic_policy
-    from envs.hackmatrix.core.constants import N_ACTIONS, N_DIRECTIONS
-    from purejaxrl.networks import greedy_masked, masked_log_probs
-
     env, env_params = ppo.make_env(TrainConfig())
 
     @jax.jit

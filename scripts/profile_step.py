@@ -15,13 +15,13 @@ from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-import jax  # noqa: E402
-import jax.numpy as jnp  # noqa: E402
+import jax
+import jax.numpy as jnp
 
-from envs.hackmatrix.core import enemies, game, generation, programs, rewards  # noqa: E402
+from envs.hackmatrix.core import enemies, game, generation, programs, rewards
 
-from envs.hackmatrix import observation  # noqa: E402
-from envs.hackmatrix.env import HackMatrix  # noqa: E402
+from envs.hackmatrix import observation
+from envs.hackmatrix.env import HackMatrix
 
 
 def mid_game_states(env, params, num_envs, warmup_steps, seed):
@@ -37,8 +37,8 @@ def mid_game_states(env, params, num_envs, warmup_steps, seed):
             jax.random.split(k_step, num_envs), state, action, params)
         return (obs, state), None
 
-    (obs, state), _ = jax.jit(lambda c: jax.lax.scan(one, c, jax.random.split(keys[0], warmup_steps)))(
-        (obs, state))
+    warm_up = jax.jit(lambda c: jax.lax.scan(one, c, jax.random.split(keys[0], warmup_steps)))
+    (obs, state), _ = warm_up((obs, state))
     return obs, state
 
 
@@ -57,7 +57,8 @@ def measure(name, fn, args, repeats):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, default=2048)
     parser.add_argument("--warmup-steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)
@@ -85,13 +86,16 @@ def main(argv=None):
         measure("  direction action", game.direction_action, (state, directions), args.repeats),
         measure("  observation + mask", observation.build_observation, (state,), args.repeats),
         measure("  exit-distance BFS", rewards.player_exit_distance, (state,), args.repeats),
-        measure("  siphon + quality (dense)", lambda s: (game.siphon_action(s), rewards.siphon_quality(s)),
+        measure("  siphon + quality (dense)",
+                lambda s: (game.siphon_action(s), rewards.siphon_quality(s)),
                 (state,), args.repeats),
         measure("  programs (dense, PUSH)", lambda s, p, k: programs.apply_program(s, p, k),
                 (state, all_programs, keys), args.repeats),
-        measure("  stage generation (every lane)", lambda s, k: generation.initialize_stage(s, k, True),
+        measure("  stage generation (every lane)",
+                lambda s, k: generation.initialize_stage(s, k, True),
                 (state, keys), args.repeats),
-        measure("  stage generation (no lane)", lambda s, k: generation.initialize_stage(s, k, False),
+        measure("  stage generation (no lane)",
+                lambda s, k: generation.initialize_stage(s, k, False),
                 (state, keys), args.repeats),
     ]
     print(f"{n} envs, states after {args.warmup_steps} random steps, median of {args.repeats}")

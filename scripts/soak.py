@@ -14,15 +14,16 @@ from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-from envs.hackmatrix.core.constants import DIR_NAMES, PROGRAM_NAMES  # noqa: E402
-from envs.hackmatrix.soak import run_soak  # noqa: E402
+from envs.hackmatrix.core.constants import DIR_NAMES, PROGRAM_NAMES
+from envs.hackmatrix.soak import run_soak
 
 INVARIANTS = ("invalid_actions", "hp_out_of_range", "max_overflow", "non_finite",
               "obs_out_of_range", "data_invariant_violations", "off_board_entities")
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--num-steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)

@@ -2,7 +2,8 @@
 """Generation statistics against the real Swift game (issue 14): what our engine draws with its
 own randomness must follow Swift's distributions (decisions R2).
 
-    python scripts/swift_generation_stats.py --binary $HACKMATRIX_BINARY --boards 10000 --report stats.json
+    python scripts/swift_generation_stats.py --binary $HACKMATRIX_BINARY --boards 10000 \
+        --report stats.json
 
 For every stage, ``--boards`` new boards from each engine, generated the same way:
 * stage 1: ``reset`` (random corner, starting bonus, stage-1 board);
@@ -42,19 +43,19 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
-from scipy import stats  # noqa: E402
+import jax
+import numpy as np
+from scipy import stats
 
-from envs.hackmatrix import HackMatrix  # noqa: E402
-from envs.hackmatrix.core.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,  # noqa: E402
+from envs.hackmatrix import HackMatrix
+from envs.hackmatrix.core.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,
                                             N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
-from envs.hackmatrix.swift_io.parity_client import ProtocolEngine  # noqa: E402
-from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
-from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
-from envs.hackmatrix.swift_io.raw_observation import raw_observation  # noqa: E402
-from envs.hackmatrix.swift_io.scenario import set_state  # noqa: E402
-from envs.hackmatrix.swift_io.parity_statistics import (LEVEL, chi_square_categorical,  # noqa: E402
+from envs.hackmatrix.swift_io.engines import ProtocolEngine
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
+from envs.hackmatrix.swift_io.raw_observation import raw_observation
+from envs.hackmatrix.swift_io.scenario import set_state
+from envs.hackmatrix.swift_io.parity_statistics import (LEVEL, chi_square_categorical,
                                                         permutation_chi_square)
 
 MOVE_RIGHT = 3
@@ -249,8 +250,8 @@ def features(records: list, stage: int) -> dict:
                 credits[i] += cell.get("credits", 0)
                 energy[i] += cell.get("energy", 0)
         corners[i] = CORNERS.index((board["playerRow"], board["playerCol"]))
-        bonus[i] = [board["credits"] > 0, board["energy"] > 0, board["dataSiphons"] > 0].index(True) \
-            if stage == 1 else 0
+        held = [board["credits"] > 0, board["energy"] > 0, board["dataSiphons"] > 0]
+        bonus[i] = held.index(True) if stage == 1 else 0
     for j, i in enumerate(revealed_rows):
         revealed = records[i][1]
         for kind in revealed["types"]:

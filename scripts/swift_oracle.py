@@ -26,6 +26,12 @@ import os
 import subprocess
 import sys
 
+from purejaxrl.backend import choose_platforms
+
+# Importing the package starts JAX (gymnax does at import), which this script does not use: the
+# choice keeps libtpu from starting where there is no TPU, and the command after -- inherits it.
+choose_platforms()
+
 from envs.hackmatrix.swift_io.swift_build import (BINARY_ENV_VAR, DEFAULT_CACHE_DIR, OracleError,
                                                   log, oracle)
 
@@ -39,7 +45,8 @@ def main(argv=None) -> int:
     parser.add_argument("--cache-dir", default=DEFAULT_CACHE_DIR,
                         help=f"where built binaries are kept (default {DEFAULT_CACHE_DIR})")
     parser.add_argument("--swift", default=None, help="the swift driver (default: swift on PATH)")
-    parser.add_argument("--force", action="store_true", help="rebuild even if a cached build exists")
+    parser.add_argument("--force", action="store_true",
+                        help="rebuild even if a cached build exists")
     argv = list(sys.argv[1:] if argv is None else argv)
     # Everything after the first "--" is the command to run with the binary set.
     command = argv[argv.index("--") + 1:] if "--" in argv else []

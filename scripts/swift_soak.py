@@ -7,7 +7,7 @@ Swift plays; a JAX mirror of its whole state follows every step and must reprodu
 (observation, numeric observation, valid actions, reward and breakdown, done, info, internal
 state). Random draws are matched (enemy order, WARP, POLY: some key must give Swift's outcome) or
 adopted after a support check (spawn cells and types, new boards): see
-``envs.hackmatrix.swift_io.parity_client.OracleLockstep``.
+``envs.hackmatrix.swift_io.oracle.OracleLockstep``.
 
 Trajectories alternate between starts and two policies:
 * starts: Swift's own ``reset`` (a real new game), and ``setState`` scenarios built from boards
@@ -36,20 +36,22 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
-import jax  # noqa: E402
-import numpy as np  # noqa: E402
+import jax
+import numpy as np
 
-from envs.hackmatrix.core import generation  # noqa: E402
+from envs.hackmatrix.core import generation
 
-from envs.hackmatrix import observation  # noqa: E402
-from envs.hackmatrix.core.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, N_PROGRAMS,  # noqa: E402
+from envs.hackmatrix import observation
+from envs.hackmatrix.baselines import heuristic_policy
+from envs.hackmatrix.core.constants import (ENEMY_MAX_HP, ENEMY_NAMES, GLITCH, GRID, N_PROGRAMS,
                                             PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
-from envs.hackmatrix.swift_io.parity_client import (OracleDivergence, OracleLockstep,  # noqa: E402
-                                                    ProtocolEngine)
-from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
-from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
-from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario  # noqa: E402
-from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square  # noqa: E402
+from envs.hackmatrix.swift_io.divergence import MAX_REPORTED_DIFFERENCES, OracleDivergence
+from envs.hackmatrix.swift_io.engines import ProtocolEngine
+from envs.hackmatrix.swift_io.oracle import OracleLockstep
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
+from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario
+from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square
 
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario", "crowd")
@@ -120,8 +122,6 @@ class ScenarioSource:
 
 class Policies:
     def __init__(self, env, seed: int):
-        from envs.hackmatrix.baselines import heuristic_policy
-
         self.rng = np.random.default_rng(seed + 1)
         self.heuristic = jax.jit(lambda state: heuristic_policy(
             None, observation.build_observation(state), state))
@@ -171,7 +171,8 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                 counts["steps"] += 1
                 if action >= PROGRAM_ACTION_OFFSET:
                     program_uses[PROGRAM_NAMES[action - PROGRAM_ACTION_OFFSET]] += 1
-                    if action == PROGRAM_ACTION_OFFSET + UNDO and bool(oracle.state.board_from_undo):
+                    if (action == PROGRAM_ACTION_OFFSET + UNDO
+                            and bool(oracle.state.board_from_undo)):
                         counts["cross_stage_undo"] += 1
                 info = reply.info
                 counts["stage_completions"] += bool(info.get("stage_complete"))
@@ -194,7 +195,8 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                   f"{counts['steps']}: {divergence.report()}", flush=True)
             record = {"trajectory": trajectory, "start": start, "policy": policy,
                       "kind": divergence.kind, "action": divergence.action,
-                      "differences": divergence.differences[:40], "board": divergence.board}
+                      "differences": divergence.differences[:MAX_REPORTED_DIFFERENCES],
+                      "board": divergence.board}
             if dump_dir:  # the mirror before the step and Swift's reply, to replay it
                 record["dump"] = os.path.join(dump_dir, f"divergence-{len(divergences)}.pkl")
                 with open(record["dump"], "wb") as f:

@@ -23,12 +23,12 @@ import time
 
 os.environ.setdefault("JAX_PLATFORMS", "cpu")  # before JAX is imported
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, ProtocolEngine,  # noqa: E402
-                                                    own_server_command)
-from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache  # noqa: E402
-from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary  # noqa: E402
+from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,
+                                              own_server_command)
+from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
+from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
 
 
 def client_loop(engine, steps: int, rng) -> float:
@@ -56,8 +56,9 @@ def measure(engine, *, steps: int, repeats: int, warmup: int, seed: int) -> dict
 
 def _commit() -> str:
     try:
+        here = os.path.dirname(os.path.abspath(__file__))
         return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__))).stdout.strip()
+                              text=True, cwd=here).stdout.strip()
     except OSError:
         return ""
 

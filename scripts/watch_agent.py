@@ -5,9 +5,9 @@ with the observation as text (an image one as letters, a channel per letter), a 
 observations (MinAtar: a colour per channel) and the same summary of return and length.
 
     python scripts/watch_agent.py checkpoints/<run-name> --episodes 3 --fps 4
-    python scripts/watch_agent.py ckpt.pkl --step                 # Enter advances one step
-    python scripts/watch_agent.py ckpt.pkl --gif run.gif --html run.html --record run.json
-    python scripts/watch_agent.py --replay run.json [ckpt.pkl]    # re-simulate and verify
+    python scripts/watch_agent.py ckpt.msgpack --step             # Enter advances one step
+    python scripts/watch_agent.py ckpt.msgpack --gif run.gif --html run.html --record run.json
+    python scripts/watch_agent.py --replay run.json [ckpt.msgpack]   # re-simulate and verify
 
 The network is rebuilt from the checkpoint's saved config (no shape guessing) and plays in the
 JAX environment with the saved environment options (reward shaping, UNDO-exploit fix, episode
@@ -30,10 +30,25 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR  # noqa: E402
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+from envs.generic_view import observation_image, observation_text
+from envs.hackmatrix.viz.render_html import replay_html
+from envs.hackmatrix.viz.render_text import format_frame
+from envs.hackmatrix.viz.replay import (ReplayError, Simulator, load_record, run_episode,
+                                        verify_replay, write_record)
+from purejaxrl import ppo
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, FIELDS_ADDED_LATER, TrainConfig
+from purejaxrl.output_paths import OutputPathError, check_output_file
+from purejaxrl.networks import greedy_masked, make_network, masked_log_probs, sample_masked
+from purejaxrl.policy import PolicyError, load_policy as load
 
 
 class WatchError(Exception):
@@ -45,8 +60,8 @@ class WatchError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", nargs="?",
                         help="checkpoint file, or run directory (its latest checkpoint)")
     parser.add_argument("--episodes", type=int, default=1)
@@ -80,7 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def check_arguments(args) -> None:
-    """Cheap checks before any JAX import or compile."""
+    """Cheap checks before anything compiles."""
     if args.checkpoint is None and args.replay is None:
         raise WatchError("a checkpoint (file or run directory) is required unless --replay", 2)
     for name in ("episodes", "max_steps", "top_k"):
@@ -95,6 +110,12 @@ def check_arguments(args) -> None:
                          "without it", 2)
     if args.replay and not os.path.isfile(args.replay):
         raise WatchError(f"record file not found: {args.replay}")
+    for flag in ("gif", "mp4", "html", "record"):
+        if getattr(args, flag):
+            try:
+                check_output_file(getattr(args, flag), f"--{flag}")
+            except OutputPathError as error:
+                raise WatchError(str(error), 2) from None
 
 
 # --------------------------------------------------------------------------- checkpoint
@@ -107,8 +128,6 @@ def env_options_of(config) -> dict:
 
 
 def config_for_options(options: dict):
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.config import FIELDS_ADDED_LATER
     # A record that predates an option was played without it.
     return TrainConfig(env="hackmatrix", **{"undo_pays_once": FIELDS_ADDED_LATER["undo_pays_once"],
                                             **options})
@@ -122,7 +141,6 @@ def load_policy(path: str):
     """The checkpoint's ``purejaxrl.policy.Policy`` (config, params, env, network), or
     WatchError saying why not (the package's checks: readable, a compatible trainer and env
     version, parameters that fit)."""
-    from purejaxrl.policy import PolicyError, load_policy as load
     try:
         return load(path)
     except PolicyError as error:
@@ -134,9 +152,6 @@ def load_policy(path: str):
 def network_decision(env, network):
     """The network's policy over observations, in the form ``replay.Simulator`` runs: greedy
     (argmax over legal actions) or sampled, with the probabilities and value it shows."""
-    import jax.numpy as jnp
-    from purejaxrl.networks import greedy_masked, masked_log_probs, sample_masked
-
     def decide(params, key, obs, greedy):
         logits, value = network.apply(params, obs)
         mask = env.action_mask(obs)
@@ -161,7 +176,6 @@ class LiveView:
         self.first = True
 
     def __call__(self, frame: dict) -> None:
-        from envs.hackmatrix.viz.render_text import format_frame
         if self.quiet:
             return
         text = format_frame(frame, color=self.color, legend=self.legend and self.first)
@@ -196,6 +210,7 @@ def format_summary(rows: list) -> str:
 
 
 def write_video(path: str, frames: list, fps: float, kind: str) -> None:
+    # Image output only: imageio (with imageio-ffmpeg for MP4) and PIL load when asked for.
     import imageio.v2 as imageio
     import imageio.v3 as iio
     from envs.hackmatrix.viz.render_image import render_array
@@ -212,7 +227,6 @@ def write_video(path: str, frames: list, fps: float, kind: str) -> None:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    from envs.hackmatrix.viz.replay import ReplayError
     try:
         check_arguments(args)
         return run(args)
@@ -228,13 +242,8 @@ def main(argv=None) -> int:
 
 
 def run(args) -> int:
-    from envs.hackmatrix.viz.replay import (Simulator, load_record, run_episode, verify_replay,
-                                            write_record)
-    from purejaxrl.networks import make_network
-    from purejaxrl.ppo import make_env
     started = time.perf_counter()
     print(describe_backend(), file=sys.stderr)
-    from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
     enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir,
                          INTERACTIVE_MIN_COMPILE_SECS)
     record_in = load_record(args.replay) if args.replay else None
@@ -253,7 +262,7 @@ def run(args) -> int:
     else:
         options, seed = env_options_of(config), args.seed
         episodes = [(episode, None) for episode in range(args.episodes)]
-    env, env_params = make_env(config)
+    env, env_params = ppo.make_env(config)
     if params is not None:
         network = make_network(config, env)
     simulator = Simulator(env.env, env_params,
@@ -290,7 +299,6 @@ def run(args) -> int:
         write_video(args.mp4, frames, args.fps, "mp4")
         print(f"wrote MP4 {args.mp4} ({len(frames)} frames)")
     if args.html:
-        from envs.hackmatrix.viz.render_html import replay_html
         title = f"HackMatrix replay: {args.checkpoint or args.replay} (seed {seed})"
         with open(args.html, "w", encoding="utf-8") as handle:
             handle.write(replay_html(frames, title=title, summary=summary, fps=args.fps))
@@ -305,9 +313,6 @@ def run_other_env(args, policy, started: float) -> int:
     text, the action with its probability, the value and the reward; a GIF of image
     observations; the summary of return, length and how each episode ended. Episode e of
     --seed s resets from fold_in(PRNGKey(s), e), as HackMatrix's episodes do."""
-    import jax
-    import numpy as np
-    from envs.generic_view import observation_image, observation_text
     asked = [f"--{name}" for name in HACKMATRIX_ONLY if getattr(args, name)]
     if asked:
         raise WatchError(f"{', '.join(asked)}: HackMatrix only; {policy.config.env} agents "

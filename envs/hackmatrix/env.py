@@ -268,6 +268,12 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def health_metrics(self, totals: dict) -> dict:
         return training.health_metrics(totals)
 
+    @property
+    def search_hooks(self):
+        """The search's side of the game (``search_hooks`` imports this module)."""
+        from . import search_hooks
+        return search_hooks
+
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
         return spaces.Discrete(N_ACTIONS)
 

@@ -1,8 +1,11 @@
 """Compare policies on the same seeds: a trained checkpoint (greedy and sampled), a uniformly
-random legal policy, and the scripted heuristic where the environment has one.
+random legal policy, and the scripted heuristic where the environment has one; for any env of
+envs.registry (HackMatrix, the toy corridor, a gymnax id).
 
     python scripts/evaluate.py --checkpoint checkpoints/<run-name> --episodes 256
     python scripts/evaluate.py --env hackmatrix --policies random
+    python scripts/evaluate.py --env CartPole-v1 --episodes 64          # return and length
+    python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
 of the table face identical starting boards.
@@ -15,12 +18,16 @@ import json
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.cli import evaluate_search
 
 choose_platforms()  # before anything imports JAX
 
 from purejaxrl.config import REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
+from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
+NO_POLICIES = "none"  # --policies none: only the search rows
 # Summary key -> column header, in table order; a column shows where the env's summaries have
 # the key (return and length always; the rest are HackMatrix's and the toy corridor's metrics).
 # R9/ep: stage completions on a board UNDO brought back from an earlier stage (decisions R9),
@@ -35,11 +42,11 @@ ENV_OVERRIDES = ("env", "reward_shaping", "max_episode_steps", "close_undo_explo
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--checkpoint", help="checkpoint file, or run directory (latest)")
     parser.add_argument("--policies", help=f"comma-separated subset of {', '.join(POLICY_CHOICES)}"
-                        " (default: all that apply)")
+                        f" (default: all that apply; {NO_POLICIES}: only the search rows)")
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--max-steps", type=int, default=2000,
@@ -52,6 +59,7 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     parser.add_argument("--max-episode-steps", type=int)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    evaluate_search.add_arguments(parser)
     return parser
 
 
@@ -75,12 +83,26 @@ def main(argv=None) -> int:
         print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
         return 2
     requested = args.policies.split(",") if args.policies else None
+    requested = [] if requested == [NO_POLICIES] else requested
     unknown = [p for p in requested or [] if p not in POLICY_CHOICES]
     if unknown:
         print(f"error: unknown policies {unknown}; choose from {POLICY_CHOICES}", file=sys.stderr)
         return 2
     if requested and any(p.startswith("checkpoint") for p in requested) and not args.checkpoint:
         print("error: checkpoint policies need --checkpoint", file=sys.stderr)
+        return 2
+    try:
+        if args.json:
+            check_output_file(args.json, "--json")
+    except OutputPathError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    search_error = evaluate_search.arguments_error(args)
+    if requested == [] and not args.search_simulations:
+        search_error = (f"--policies {NO_POLICIES} leaves nothing to evaluate without "
+                        "--search-simulations")
+    if search_error:
+        print(f"error: {search_error}", file=sys.stderr)
         return 2
 
     import jax
@@ -91,6 +113,7 @@ def main(argv=None) -> int:
                                       network_policy, random_policy, stage_report,
                                       summarize_episodes)
     from purejaxrl.policy import PolicyError, load_policy
+    from purejaxrl.search import stage_reached_shares
 
     config, params = TrainConfig(), None
     if args.checkpoint:
@@ -115,6 +138,11 @@ def main(argv=None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.search_simulations and env.search_hooks is None:
+        print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
+              "has none", file=sys.stderr)
+        return 2
+
     policies = {}
     if params is not None:
         policies["checkpoint-greedy"] = network_policy(env, network, params, greedy=True)
@@ -122,7 +150,7 @@ def main(argv=None) -> int:
     policies["random"] = random_policy(env)
     if env.heuristic_policy() is not None:
         policies["heuristic"] = env.heuristic_policy()
-    if requested:
+    if requested is not None:
         missing = [p for p in requested if p not in policies]
         if missing:
             print(f"error: not available for env {config.env!r}: {missing}", file=sys.stderr)
@@ -131,25 +159,36 @@ def main(argv=None) -> int:
 
     # Every row plays from the same key, hence the same starting boards.
     key = jax.random.PRNGKey(args.seed)
-    play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
-                                  args.max_steps)
     results, stages = {}, {}
-    for index, name in enumerate(policies):
-        per_env = play(index, key)
-        results[name] = summarize_episodes(per_env, env)
-        stages[name] = stage_report(per_env, env.num_stages)
+    if policies:
+        play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
+                                      args.max_steps)
+        for index, name in enumerate(policies):
+            episodes = play(index, key)
+            results[name] = summarize_episodes(episodes, env)
+            stages[name] = stage_report(episodes, env.num_stages)
+            if env.search_hooks is not None:  # beside the search rows' stage table
+                results[name]["stage_reached"] = stage_reached_shares(episodes,
+                                                                      env.num_stages)
+    if args.search_simulations:
+        results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
+                                                   args.max_steps))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
     print(format_table(results))
+    if any("stage_reached" in summary for summary in results.values()):
+        print(evaluate_search.format_stage_table(results))
+    if args.search_simulations:
+        print(evaluate_search.format_costs(results))
     for name, rows in stages.items():
-        if rows:
-            # Where each policy's games end: the share reaching and clearing every stage, how
-            # the games that end there end, and what the player held then.
-            print(f"\n{name}: per stage")
-            print(format_stage_report(rows))
-    for name in results:
-        if stages[name]:
-            results[name]["stages"] = stages[name]
+        if not rows:  # an env without stages
+            continue
+        # Where each policy's games end: the share reaching and clearing every stage, how
+        # the games that end there end, and what the player held then.
+        print(f"\n{name}: per stage")
+        print(format_stage_report(rows))
+        results[name]["stages"] = rows
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
     return 0
+

@@ -5,16 +5,20 @@ corridor, or any gymnax env with discrete actions by its id.
     python scripts/train_purejaxrl.py --env CartPole-v1 --seed 0                 # PureJaxRL's config
     python scripts/train_purejaxrl.py --env Breakout-MinAtar --encoder flat      # ... with its MLP
     python scripts/train_purejaxrl.py --resume checkpoints/<run-name>          # continue a run
-    python scripts/train_purejaxrl.py --resume ckpt.pkl --weights-only --lr 1e-4  # new run from weights
+    python scripts/train_purejaxrl.py --resume checkpoints/<run-name> --total-timesteps 100000000
+    python scripts/train_purejaxrl.py --resume ckpt.msgpack --weights-only --lr 1e-4  # new run
 
 The defaults below are HackMatrix's. A gymnax env starts from PureJaxRL's config instead where
 a flag is not given (vector observations: its CartPole config, 4 envs x 128 steps, 500k steps,
 lr 2.5e-4, 64x2 tanh MLP; images: its MinAtar config, 64 envs, 10M steps, lr 5e-3, relu, with
 our small CNN; SPEC §2 has the table); the HackMatrix options (--reward-shaping,
 --close-undo-exploit, --undo-pays-once) are ignored by envs that do not take them. The minibatch
-count and the epochs follow the batch size (``auto_scale_for_batch_size``) unless given. On resume, the checkpoint's config is used; a training flag that contradicts it is an
-error naming the field (run options such as --save-interval may change). Uses every local
-device (``--num-devices`` to restrict).
+count and the epochs follow the batch size (``auto_scale_for_batch_size``) unless given. On
+resume, the checkpoint's config is used; a training flag that contradicts it is an error naming
+the field (run options such as --save-interval may change, and a larger --total-timesteps
+extends a run). A resumed run continues in the directory it was loaded from; a new run never
+writes into a directory that holds another run. Uses every local device (``--num-devices`` to
+restrict).
 
 Multi-host (TPU pod slices): run the same command on every host. On a Cloud TPU VM the
 processes find each other by themselves (``jax.distributed.initialize``); elsewhere pass
@@ -25,10 +29,13 @@ every device of every process; only process 0 writes logs and checkpoints.
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import os
 import signal
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser, finite_float
 
 choose_platforms()  # before anything imports JAX
 
@@ -37,7 +44,9 @@ from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa
                               DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES,
                               REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
-                              validate_config, validate_run_options)
+                              config_warnings, validate_config, validate_run_options)
+
+CHECKPOINT_DIR = RunOptions.checkpoint_dir
 
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
@@ -54,8 +63,8 @@ _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_ep
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     flag = argparse.BooleanOptionalAction
     env = parser.add_argument_group("environment (--reward-shaping, --close-undo-exploit and "
                                     "--undo-pays-once: HackMatrix only, other envs ignore them)")
@@ -91,15 +100,15 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--update-epochs", type=int, help="default: auto-scaled")
     batch.add_argument("--num-devices", type=int, help="default: all local devices")
     ppo_args = parser.add_argument_group("PPO")
-    ppo_args.add_argument("--lr", type=float)
+    ppo_args.add_argument("--lr", type=finite_float)
     ppo_args.add_argument("--anneal-lr", action=flag, help="linear LR anneal to 0")
-    ppo_args.add_argument("--gamma", type=float)
-    ppo_args.add_argument("--gae-lambda", type=float)
-    ppo_args.add_argument("--clip-eps", type=float)
+    ppo_args.add_argument("--gamma", type=finite_float)
+    ppo_args.add_argument("--gae-lambda", type=finite_float)
+    ppo_args.add_argument("--clip-eps", type=finite_float)
     ppo_args.add_argument("--clip-value-loss", action=flag)
-    ppo_args.add_argument("--ent-coef", type=float)
-    ppo_args.add_argument("--vf-coef", type=float)
-    ppo_args.add_argument("--max-grad-norm", type=float)
+    ppo_args.add_argument("--ent-coef", type=finite_float)
+    ppo_args.add_argument("--vf-coef", type=finite_float)
+    ppo_args.add_argument("--max-grad-norm", type=finite_float)
     ppo_args.add_argument("--normalize-advantages", action=flag)
     ppo_args.add_argument("--normalize-rewards", action=flag,
                           help="divide rewards by the running std of the discounted return")
@@ -124,16 +133,17 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,
                      help="matmul dtype (parameters stay float32)")
     run = parser.add_argument_group("run management")
-    run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>")
-    run.add_argument("--checkpoint-dir", default="checkpoints")
-    run.add_argument("--save-interval-minutes", type=float, default=10.0)
+    run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>; a name whose "
+                     "directory holds another run is refused")
+    run.add_argument("--checkpoint-dir", help=f"where new runs go (default {CHECKPOINT_DIR})")
+    run.add_argument("--save-interval-minutes", type=finite_float, default=10.0)
     run.add_argument("--save-interval", type=int, help="also save every N updates")
     run.add_argument("--keep-checkpoints", type=int, default=3)
     run.add_argument("--updates-per-chunk", type=int, default=10,
                      help="updates per jitted chunk; logging happens between chunks")
     run.add_argument("--resume", metavar="PATH",
                      help="checkpoint file, or run directory (latest; of a multi-seed run, "
-                          "every seed)")
+                          "every seed); the run continues in that directory")
     run.add_argument("--weights-only", action="store_true",
                      help="with --resume: load only the parameters into a new run")
     run.add_argument("--stop-after-updates", type=int,
@@ -147,8 +157,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--wandb-project", default="hackmatrix")
     run.add_argument("--wandb-entity")
     run.add_argument("--wandb-mode", choices=("online", "offline", "disabled"), default="online")
-    run.add_argument("--no-artifact", action="store_true",
-                     help="do not upload checkpoints to wandb as artifact versions")
+    run.add_argument("--wandb-checkpoints", action="store_true",
+                     help="also upload every checkpoint to wandb, as versions of one artifact "
+                          "(off by default)")
     run.add_argument("--quiet", action="store_true")
     run.add_argument("--no-progress", action="store_true",
                      help="no live progress inside a chunk (then the chunk is kept in the "
@@ -182,13 +193,13 @@ def _state_config_defaults(parser: argparse.ArgumentParser) -> None:
 
 def run_options_from_args(args) -> RunOptions:
     return RunOptions(
-        run_name=args.run_name, checkpoint_dir=args.checkpoint_dir,
+        run_name=args.run_name, checkpoint_dir=args.checkpoint_dir or CHECKPOINT_DIR,
         save_interval_minutes=args.save_interval_minutes, save_interval=args.save_interval,
         keep_checkpoints=args.keep_checkpoints, updates_per_chunk=args.updates_per_chunk,
         eval_interval=args.eval_interval, eval_envs=args.eval_envs,
         eval_max_steps=args.eval_max_steps, wandb=not args.no_wandb,
         wandb_project=args.wandb_project, wandb_entity=args.wandb_entity,
-        wandb_mode=args.wandb_mode, artifact=not args.no_wandb and not args.no_artifact,
+        wandb_mode=args.wandb_mode, artifact=args.wandb_checkpoints,
         compile_cache_dir=None if args.no_compile_cache else args.compile_cache_dir,
         quiet=args.quiet, progress=not args.no_progress)
 
@@ -229,6 +240,9 @@ def main(argv=None) -> int:
             raise ConfigError("--weights-only needs --resume PATH")
         if args.stop_after_updates is not None and args.stop_after_updates < 1:
             raise ConfigError(f"--stop-after-updates must be >= 1, got {args.stop_after_updates}")
+        if args.wandb_checkpoints and (args.no_wandb or args.wandb_mode == "disabled"):
+            raise ConfigError("--wandb-checkpoints uploads to wandb: it cannot go with "
+                              "--no-wandb or --wandb-mode disabled")
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -245,7 +259,7 @@ def main(argv=None) -> int:
                                args.process_id)
         # After initialize: importing gymnax (via the envs) already starts the XLA backend.
         from purejaxrl.logger import Console
-        from purejaxrl.train import train
+        from purejaxrl.train import check_resume, train
         # Devices of every process: the global batch is split over all of them.
         available = jax.device_count()
         if distributed.is_primary():
@@ -253,11 +267,16 @@ def main(argv=None) -> int:
             say = lambda message, **_: console.line(message)  # noqa: E731
         say(describe_backend())
         base = None
+        if args.num_devices is not None and args.num_devices > available:
+            raise ConfigError(f"--num-devices {args.num_devices}, but this machine has "
+                              f"{available} {jax.default_backend()} device(s)")
         if args.resume:
             checkpoint = distributed.load_checkpoint_everywhere(args.resume)
             say(f"loaded {checkpoint['path']} (update {checkpoint['update']})", flush=True)
             if not args.weights_only:
                 base = TrainConfig.from_dict(checkpoint["config"])
+                _check_resume_directory(args, checkpoint["run_dir"])
+                options = dataclasses.replace(options, run_name=None)  # the checkpoint's
                 if base.num_devices > available and args.num_devices is None:
                     raise ConfigError(
                         f"the checkpoint was trained on {base.num_devices} devices but only "
@@ -270,9 +289,20 @@ def main(argv=None) -> int:
             env_defaults = defaults_for_env(args.env or TrainConfig().env)
         config = config_from_args(args, base, available, say, env_defaults)
         validate_config(config)
-        if config.num_devices > available:
-            raise ConfigError(f"--num-devices {config.num_devices} but only {available} "
-                              "devices")
+        for warning in config_warnings(config):
+            say(f"warning: {warning}", flush=True)
+        if config.total_timesteps % config.batch_size:
+            say(f"note: --total-timesteps {config.total_timesteps:,} is not a multiple of the "
+                f"batch ({config.batch_size:,} env steps per update): the run does "
+                f"{config.num_updates:,} updates = {config.num_updates * config.batch_size:,} "
+                "env steps", flush=True)
+        if base is not None:  # a contradicting flag is refused before "complete" is said
+            check_resume(config, checkpoint, True, jax.process_count())
+        if base is not None and checkpoint["update"] >= config.num_updates:
+            say(f"run {checkpoint['run_dir']} is complete: update {checkpoint['update']} of "
+                f"{config.num_updates} ({checkpoint['env_steps']:,} env steps); to train it "
+                "further, resume it with a larger --total-timesteps", flush=True)
+            return 0
         result = train(config, options, checkpoint=checkpoint, weights_only=args.weights_only,
                        stop_after_updates=args.stop_after_updates)
     except ConfigError as error:
@@ -290,9 +320,28 @@ def main(argv=None) -> int:
                   "`wandb login`, or pass --wandb-mode offline or --no-wandb", file=sys.stderr)
             return 1
         raise
+    if result.diverged:
+        print(f"error: {result.diverged}", file=sys.stderr)
+        return 1
     say(f"done: {result.updates_done} updates, {result.env_steps:,} env steps; "
         f"last checkpoint {result.last_checkpoint}", flush=True)
     if result.interrupted:  # 128 + the stop signal, as a shell reports a death by signal
         return 128 + (result.stop_signal or signal.SIGINT)
+    if result.updates_done < config.num_updates:  # --stop-after-updates
+        say(f"stopped at update {result.updates_done} of {config.num_updates}: continue with "
+            f"--resume {result.run_dir}", flush=True)
     return 0
+
+
+def _check_resume_directory(args, run_dir: str) -> None:
+    """A resume continues in the directory it was loaded from: --checkpoint-dir and --run-name
+    may only name that one."""
+    if args.checkpoint_dir is None and args.run_name is None:
+        return
+    named = os.path.join(args.checkpoint_dir or os.path.dirname(os.path.abspath(run_dir)),
+                         args.run_name or os.path.basename(os.path.abspath(run_dir)))
+    if os.path.abspath(named) != os.path.abspath(run_dir):
+        raise ConfigError(f"--resume continues the run in {run_dir}, and --checkpoint-dir/"
+                          f"--run-name name {named}: leave them out (or add --weights-only "
+                          "to start a new run from the checkpoint's weights)")
 

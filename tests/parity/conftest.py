@@ -10,8 +10,9 @@ import os
 
 import pytest
 
-from envs.hackmatrix.swift_io.parity_client import BINARY_ENV_VAR, InProcessEngine, ProtocolEngine
+from envs.hackmatrix.swift_io.engines import InProcessEngine, ProtocolEngine
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
+from envs.hackmatrix.swift_io.swift_build import BINARY_ENV_VAR
 
 BACKENDS = ("in-process", "protocol")
 

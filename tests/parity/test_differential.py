@@ -5,7 +5,8 @@ scripts/parity_diff.py."""
 
 import pytest
 
-from envs.hackmatrix.swift_io.parity_client import InProcessEngine, ProtocolEngine, lockstep, own_server_command
+from envs.hackmatrix.swift_io.engines import InProcessEngine, ProtocolEngine, own_server_command
+from envs.hackmatrix.swift_io.lockstep import lockstep
 
 SEED = 7
 

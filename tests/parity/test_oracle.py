@@ -4,17 +4,15 @@ against it exactly what it does against Swift: match the enemy order, WARP's pic
 types, adopt spawns and new boards, and resolve hidden values as they are revealed. The runs are
 seeded, hence deterministic; scripts/swift_soak.py runs the same loop against the real binary."""
 
-import os
-import sys
-
 import jax
 import numpy as np
 import pytest
 
 from envs.hackmatrix.core.constants import DAEMON, POLY, PROGRAM_ACTION_OFFSET, UNDO, WAIT, WARP
-from envs.hackmatrix.swift_io.parity_client import (InProcessEngine, Notes, OracleLockstep, SwiftStep,
-                                                    _Candidate, _Draws, _mirror_functions,
-                                                    _place_in_order)
+from envs.hackmatrix.swift_io.adoption import Notes
+from envs.hackmatrix.swift_io.draw_fitting import Draws, place_in_order
+from envs.hackmatrix.swift_io.engines import InProcessEngine
+from envs.hackmatrix.swift_io.oracle import OracleLockstep, SwiftStep, _Candidate, _mirror_functions
 from envs.hackmatrix.swift_io.scenario import set_state
 
 from scripts import swift_soak
@@ -46,10 +44,10 @@ def test_slot_placement_realises_either_order_of_two_contending_enemies(compilat
     fn = _mirror_functions(oracle.env, SEARCH_BATCH)
     keys = jax.random.split(jax.random.PRNGKey(5), 64)
     shuffle0, shuffle1, bits = (np.asarray(x) for x in fn.draws(keys))
-    draws = _Draws(np.asarray(keys), shuffle0, shuffle1, bits, np.argsort(shuffle0, axis=1))
+    draws = Draws(np.asarray(keys), shuffle0, shuffle1, bits, np.argsort(shuffle0, axis=1))
     outcomes = {}
     for order in ([0, 1], [1, 0]):
-        placed = _place_in_order(state, order, 0, draws)
+        placed = place_in_order(state, order, 0, draws)
         new = fn.step(draws.keys[0], placed, np.int32(PROGRAM_ACTION_OFFSET + WAIT))[0]
         e = jax.device_get(new.enemies)
         live = sorted((int(e.seq[s]), int(e.row[s]), int(e.col[s]))

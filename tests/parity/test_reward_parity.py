@@ -7,7 +7,7 @@ import jax.numpy as jnp
 import pytest
 
 from envs.hackmatrix.core import rewards
-from envs.hackmatrix.swift_io.parity_client import floats_close
+from envs.hackmatrix.swift_io.compare import floats_close
 
 from reward_cases import INPUT_CASES, STEP_CASES
 

@@ -7,8 +7,8 @@ import subprocess
 
 import pytest
 
-from envs.hackmatrix.swift_io.parity_client import (BINARY_ENV_VAR, EngineError, ProtocolEngine,
-                                                    own_server_command)
+from envs.hackmatrix.swift_io.engines import EngineError, ProtocolEngine, own_server_command
+from envs.hackmatrix.swift_io.swift_build import BINARY_ENV_VAR
 
 SWIFT = bool(os.environ.get(BINARY_ENV_VAR))
 

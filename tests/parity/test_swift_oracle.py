@@ -4,12 +4,13 @@ line). Without it they skip: CI has no copy of the Swift source. Small on purpos
 play); the long runs are scripts/swift_soak.py and scripts/swift_generation_stats.py."""
 
 import os
-import sys
 
 import pytest
 
 from envs.hackmatrix import HackMatrix
-from envs.hackmatrix.swift_io.parity_client import BINARY_ENV_VAR, OracleLockstep, ProtocolEngine
+from envs.hackmatrix.swift_io.engines import ProtocolEngine
+from envs.hackmatrix.swift_io.oracle import OracleLockstep
+from envs.hackmatrix.swift_io.swift_build import BINARY_ENV_VAR
 
 from scripts import swift_generation_stats, swift_soak
 

@@ -1,7 +1,11 @@
-"""The command-line scripts (issues P5, P6, P7): bad values fail with a clear message before
-any compile; missing or corrupt checkpoints fail cleanly (no traceback, non-zero exit); a tiny
-toy run writes metrics and checkpoints; resume refuses a different config and names the field;
-evaluate.py prints a comparison table of policies on the same seeds."""
+"""The command-line scripts (issues P5, P6, P7, 27): bad values (non-finite ones too, and an
+unknown flag) fail with one clear line before any compile; missing or corrupt checkpoints fail
+cleanly (no traceback, non-zero exit); a tiny toy run writes metrics and checkpoints; resume
+refuses a different config and names the field, continues in the directory it was given,
+extends a finished run given a larger budget and says when a run is complete; a new run never
+writes into a directory that holds another; a rounded --total-timesteps and a stop after
+--stop-after-updates are said; evaluate.py prints a comparison table of policies on the same
+seeds; output paths that cannot be written fail before any work."""
 
 import json
 import os
@@ -30,7 +34,8 @@ def run(script, *args, timeout=300, **extra_env):
     (["--num-envs", "8", "--num-steps", "16", "--num-minibatches", "3"],
      "--num-minibatches 3 must divide"),
     (["--gamma", "1.5"], "--gamma must be in [0, 1]"),
-    (["--num-envs", "8", "--num-devices", "3"], "cannot be split evenly over 3 devices"),
+    # More devices than the machine has: said as such (not as an uneven split of the envs).
+    (["--num-devices", "5"], "--num-devices 5, but this machine has 1 cpu device(s)"),
     (["--save-interval-minutes", "0"], "--save-interval-minutes must be > 0"),
     (["--weights-only"], "--weights-only needs --resume"),
     (["--total-timesteps", "10"], "smaller than one batch"),
@@ -51,13 +56,52 @@ def run(script, *args, timeout=300, **extra_env):
     (["--training-reward", "returns"], "--training-reward 'returns': toy offers env, progress"),
 ])
 def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
-    """In-process ``main`` (the same code path as the script, without a slow subprocess)."""
+    """In-process ``main`` (the same code path as the script, without a slow subprocess). The
+    tests run on a machine with one CPU device."""
     code = train_main([*TINY, "--checkpoint-dir", str(tmp_path), *args])
     captured = capsys.readouterr()
     assert code == 2
     assert message in captured.err and "Traceback" not in captured.err
     assert "compiled" not in captured.out
     assert not os.listdir(tmp_path)  # no run directory was created
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--lr", "inf"], "argument --lr: must be a finite number, got 'inf'"),
+    (["--lr", "nan"], "argument --lr: must be a finite number, got 'nan'"),
+    (["--max-grad-norm=-inf"], "argument --max-grad-norm: must be a finite number"),
+    (["--gamma", "NaN"], "argument --gamma: must be a finite number"),
+    (["--save-interval-minutes", "inf"], "must be a finite number"),
+    (["--bogus-flag"], "unrecognized arguments: --bogus-flag"),
+    (["--num-envs", "many"], "argument --num-envs: invalid int value: 'many'"),
+])
+def test_bad_flags_are_one_line_at_parse_time(args, message, tmp_path, capsys):
+    """Non-finite numbers and unknown flags are refused while the arguments are parsed: one
+    line on stderr naming --help (not the 48-line usage), exit 2, nothing created."""
+    with pytest.raises(SystemExit) as stop:
+        train_main([*TINY, "--checkpoint-dir", str(tmp_path), *args])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2
+    assert err.count("\n") == 1 and err.startswith("error: ") and message in err
+    assert "--help" in err and "usage:" not in err
+    assert not os.listdir(tmp_path)
+
+
+def test_non_finite_hyperparameters_are_refused_by_validation():
+    """The same rule for configs built in code (train() validates before any work)."""
+    from purejaxrl.config import ConfigError, TrainConfig, validate_config
+    for field in ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
+                  "max_grad_norm"):
+        for value in (float("inf"), float("-inf"), float("nan")):
+            with pytest.raises(ConfigError, match=f"--{field.replace('_', '-')} must be a "
+                               "finite number"):
+                validate_config(TrainConfig().replace(**{field: value}))
+
+
+def test_uneven_split_over_devices_is_refused():
+    from purejaxrl.config import ConfigError, TrainConfig, validate_config
+    with pytest.raises(ConfigError, match="cannot be split evenly over 3 devices"):
+        validate_config(TrainConfig(num_envs=8, num_devices=3))
 
 
 @pytest.fixture(scope="module")
@@ -85,7 +129,7 @@ def test_cli_run_prints_derived_values_progress_and_writes_run_files(cli_run):
     assert [r["update"] for r in records] == [2, 3]
     assert "eval_greedy/win_rate" in records[0] and "eval_sampled/stage_mean" in records[-1]
     assert records[0]["num_minibatches"] == 4 and records[0]["update_epochs"] == 4
-    assert os.path.exists(os.path.join(run_dir, "checkpoint_3.pkl"))
+    assert os.path.exists(os.path.join(run_dir, "checkpoint_3.msgpack"))
 
 
 def test_resume_with_changed_training_flag_names_it(cli_run):
@@ -96,36 +140,163 @@ def test_resume_with_changed_training_flag_names_it(cli_run):
     assert "lr: 0.0005 != 0.5" in result.stderr and "Traceback" not in result.stderr
 
 
-def test_resume_of_finished_run_continues_to_original_total(cli_run):
-    """Resuming takes --total-timesteps from the checkpoint: the run is already complete."""
+def test_resume_of_a_finished_run_says_it_is_complete(cli_run, capsys):
+    """Resuming takes --total-timesteps from the checkpoint: the run is already complete, which
+    is said (exit 0, nothing compiled or written)."""
+    _, run_dir, _ = cli_run
+    before = sorted(os.listdir(run_dir))
+    assert train_main(["--resume", run_dir, "--no-wandb"]) == 0
+    out = capsys.readouterr().out
+    assert f"run {run_dir} is complete: update 3 of 3 (96 env steps)" in out
+    assert "larger --total-timesteps" in out and "compiled" not in out
+    assert sorted(os.listdir(run_dir)) == before
+
+
+def test_a_larger_budget_extends_a_finished_run_in_its_directory(cli_run, tmp_path, capsys):
+    """A copy of the finished run outside ./checkpoints, resumed with --total-timesteps 160:
+    it continues from update 3 to 5 in that directory (and nowhere else)."""
+    import shutil
+    _, run_dir, _ = cli_run
+    moved = tmp_path / "elsewhere" / "cli"
+    shutil.copytree(run_dir, moved)
+    cwd = os.getcwd()
+    os.chdir(tmp_path)  # where ./checkpoints would be
+    try:
+        code = train_main(["--resume", str(moved), "--no-wandb", "--total-timesteps", "160",
+                           "--no-progress", "--no-compile-cache"])
+    finally:
+        os.chdir(cwd)
+    out = capsys.readouterr().out
+    assert code == 0
+    assert "resuming at update 3/5" in out and "done: 5 updates" in out
+    assert os.path.exists(moved / "checkpoint_5.msgpack")
+    assert sorted(os.listdir(tmp_path)) == ["elsewhere"]  # no ./checkpoints/cli
+    lines = (moved / "metrics.jsonl").read_text().splitlines()
+    assert [json.loads(line)["update"] for line in lines] == [2, 3, 5]
+
+
+def test_resume_refuses_a_run_name_of_another_directory(cli_run, tmp_path, capsys):
+    _, run_dir, _ = cli_run
+    code = train_main(["--resume", run_dir, "--no-wandb", "--checkpoint-dir", str(tmp_path),
+                       "--run-name", "other"])
+    err = capsys.readouterr().err
+    assert code == 2 and f"--resume continues the run in {run_dir}" in err
+    assert not os.listdir(tmp_path)
+
+
+def test_a_new_run_never_writes_into_another_runs_directory(cli_run, capsys):
+    """Reusing --run-name is refused before any work, suggesting --resume or another name;
+    the existing run is untouched."""
     _, run_dir, checkpoint_dir = cli_run
-    result = run(TRAIN, "--resume", run_dir, "--no-wandb", "--checkpoint-dir", checkpoint_dir,
-                 "--no-compile-cache")
-    assert result.returncode == 0, result.stderr[-2000:]
-    assert "resuming at update 3/3" in result.stdout and "done: 3 updates" in result.stdout
+    before = {name: os.path.getmtime(os.path.join(run_dir, name)) for name in os.listdir(run_dir)}
+    code = train_main([*TINY, "--total-timesteps", "96", "--checkpoint-dir", checkpoint_dir,
+                       "--run-name", "cli"])
+    captured = capsys.readouterr()
+    assert code == 2 and "compiled" not in captured.out
+    assert f"{run_dir} already holds a run" in captured.err
+    assert f"--resume {run_dir}" in captured.err and "another --run-name" in captured.err
+    assert {name: os.path.getmtime(os.path.join(run_dir, name))
+            for name in os.listdir(run_dir)} == before
 
 
-@pytest.mark.parametrize("kind", ["missing", "corrupt", "empty_dir", "not_ours"])
+def test_a_default_run_name_that_is_taken_gets_a_fresh_one(tmp_path, monkeypatch):
+    """Without --run-name a taken name (two runs started in the same second) is not refused:
+    the run takes the next free suffix and says so."""
+    from purejaxrl import train as train_module
+    from purejaxrl.checkpoint import METRICS_FILE
+    monkeypatch.setattr(train_module, "default_run_name", lambda config: "same")
+    for name in ("same", "same-2"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / METRICS_FILE).write_text("{}\n")
+    name, run_dir, note = train_module.claim_run_directory(
+        "same", str(tmp_path / "same"), resuming=False, name_given=False)
+    assert (name, run_dir) == ("same-3", str(tmp_path / "same-3"))
+    assert note == f"{tmp_path / 'same'} holds another run: this run is same-3"
+    assert os.listdir(run_dir) == []  # created, empty
+
+
+@pytest.mark.parametrize("make", ["file", "missing parent"])
+def test_a_checkpoint_dir_that_cannot_be_written_is_one_line(make, tmp_path, capsys):
+    """Checked before any compile: a --checkpoint-dir under a regular file, or whose run
+    directory cannot be created, is one error line, exit 2 (not a traceback, not a failure at
+    the first save)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    target = blocker if make == "file" else blocker / "below"
+    code = train_main([*TINY, "--total-timesteps", "96", "--checkpoint-dir", str(target),
+                       "--run-name", "r"])
+    captured = capsys.readouterr()
+    assert code == 2 and "compiled" not in captured.out
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("error: run directory ") and "Traceback" not in captured.err
+
+
+def test_rounded_total_timesteps_and_stop_after_updates_are_said(tmp_path, capsys):
+    """--total-timesteps 100 with 32 env steps per update: the run does 3 updates (96 steps),
+    which is said; --stop-after-updates 1 ends with the command that continues the run."""
+    code = train_main([*TINY, "--total-timesteps", "100", "--checkpoint-dir", str(tmp_path),
+                       "--run-name", "r", "--stop-after-updates", "1", "--quiet",
+                       "--no-compile-cache"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("note: --total-timesteps 100 is not a multiple of the batch (32 env steps per "
+            "update): the run does 3 updates = 96 env steps") in out
+    assert f"stopped at update 1 of 3: continue with --resume {tmp_path / 'r'}" in out
+
+
+@pytest.mark.parametrize("kind", ["missing", "corrupt", "empty_dir", "not_ours", "truncated",
+                                  "pickle"])
 def test_bad_checkpoint_is_a_clean_error(kind, tmp_path, capsys):
-    path = tmp_path / "checkpoint_7.pkl"
+    import msgpack
+    path = tmp_path / "checkpoint_7.msgpack"
     if kind == "corrupt":
-        path.write_bytes(b"\x80\x04this is not a pickle")
+        path.write_bytes(b"\xc1 this is not msgpack")
     elif kind == "not_ours":
-        import pickle
-        path.write_bytes(pickle.dumps({"some": "dict"}))
+        path.write_bytes(msgpack.packb({"some": "dict"}))
+    elif kind == "truncated":
+        path.write_bytes(msgpack.packb({"format": "hackmatrix-purejaxrl-checkpoint",
+                                        "arrays": {"x": b"0" * 100}})[:-20])
+    elif kind == "pickle":
+        path = tmp_path / "checkpoint_7.pkl"
+        path.write_bytes(b"\x80\x05 a pickle")
     elif kind == "empty_dir":
         path = tmp_path
     code = train_main(["--resume", str(path), "--no-wandb"])
     err = capsys.readouterr().err
     assert code == 1
-    assert err.startswith("error: ") and "Traceback" not in err
+    assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err
     expected = {"missing": "checkpoint not found", "corrupt": "cannot read checkpoint",
-                "empty_dir": "no checkpoint_<update>.pkl", "not_ours": "is not a"}[kind]
+                "empty_dir": "no checkpoint_<update>.msgpack", "not_ours": "is not a",
+                "truncated": "cannot read checkpoint",
+                "pickle": "convert_checkpoint.py --i-trust-this-file"}[kind]
     assert expected in err
 
 
+def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, capsys):
+    """A run saved at updates 1 and 2 whose checkpoint_2 is cut short: loading its directory
+    takes checkpoint_1 with a warning naming the damaged file, and --resume continues from it
+    (the run then has update 2 to do again)."""
+    from purejaxrl.checkpoint import load_checkpoint
+    common = ["--no-wandb", "--quiet", "--compile-cache-dir", str(tmp_path / "cache")]
+    assert train_main([*TINY, *common, "--total-timesteps", "64", "--save-interval", "1",
+                       "--checkpoint-dir", str(tmp_path), "--run-name", "r"]) == 0
+    run_dir = tmp_path / "r"
+    newest = run_dir / "checkpoint_2.msgpack"
+    newest.write_bytes(newest.read_bytes()[:1000])
+    warnings = []
+    assert load_checkpoint(str(run_dir), warn=warnings.append)["update"] == 1
+    assert len(warnings) == 1 and "checkpoint_2.msgpack" in warnings[0]
+    capsys.readouterr()
+    assert train_main(["--resume", str(run_dir), *common]) == 0
+    captured = capsys.readouterr()
+    assert "warning: cannot read checkpoint" in captured.err and "checkpoint_2" in captured.err
+    assert f"loaded {run_dir / 'checkpoint_1.msgpack'} (update 1)" in captured.out
+    assert "done: 2 updates" in captured.out
+    assert load_checkpoint(str(run_dir), warn=warnings.append)["update"] == 2
+
+
 def test_missing_checkpoint_exits_non_zero_without_traceback_as_a_script(tmp_path):
-    result = run(TRAIN, "--resume", str(tmp_path / "nope.pkl"), "--no-wandb")
+    result = run(TRAIN, "--resume", str(tmp_path / "nope.msgpack"), "--no-wandb")
     assert result.returncode == 1 and "Traceback" not in result.stderr
     assert "checkpoint not found" in result.stderr
 
@@ -165,15 +336,19 @@ def test_evaluate_reports_return_and_length_on_a_gymnax_env():
     assert refused.returncode == 2 and "not available for env 'CartPole-v1'" in refused.stderr
 
 
-def test_defaults_wandb_on_and_persistent_compile_cache_on():
+def test_defaults_wandb_on_checkpoint_upload_off_and_persistent_compile_cache_on(capsys):
+    """Checkpoints go to wandb only with --wandb-checkpoints (which needs wandb)."""
     from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR
     from purejaxrl.cli.train import build_parser, run_options_from_args
     options = run_options_from_args(build_parser().parse_args([]))
-    assert options.wandb and options.artifact and options.wandb_mode == "online"
+    assert options.wandb and not options.artifact and options.wandb_mode == "online"
     assert options.compile_cache_dir == DEFAULT_COMPILE_CACHE_DIR
     assert DEFAULT_COMPILE_CACHE_DIR.endswith(os.path.join(".cache", "hackmatrix-jax"))
     off = run_options_from_args(build_parser().parse_args(["--no-wandb", "--no-compile-cache"]))
     assert not off.wandb and not off.artifact and off.compile_cache_dir is None
+    assert run_options_from_args(build_parser().parse_args(["--wandb-checkpoints"])).artifact
+    assert train_main(["--wandb-checkpoints", "--no-wandb"]) == 2
+    assert "--wandb-checkpoints uploads to wandb" in capsys.readouterr().err
 
 
 def test_help_states_the_defaults_that_train_config_defines():
@@ -204,9 +379,23 @@ def test_num_seeds_run_resumes_from_its_directory_and_each_seed_evaluates(tmp_pa
     out = capsys.readouterr().out
     assert "resuming at update 1/2" in out and "seeds 5..6 vmapped" in out
     assert "seed 6 | update 2" in out
-    assert os.path.exists(run_dir / "seed-6" / "checkpoint_2.pkl")
+    assert os.path.exists(run_dir / "seed-6" / "checkpoint_2.msgpack")
     refused = run(EVALUATE, "--checkpoint", str(run_dir), "--episodes", "4")
     assert refused.returncode == 1 and "multi-seed run (seeds 5, 6)" in refused.stderr
     assert "Traceback" not in refused.stderr
     one_seed = run(EVALUATE, "--checkpoint", str(run_dir / "seed-6"), "--episodes", "4")
     assert one_seed.returncode == 0, one_seed.stderr[-2000:]
+
+
+@pytest.mark.parametrize("make", ["missing directory", "directory", "under a file"])
+def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, tmp_path,
+                                                                         capsys):
+    from purejaxrl.cli.evaluate import main as evaluate_main
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    path = {"missing directory": tmp_path / "nope" / "r.json", "directory": tmp_path,
+            "under a file": blocker / "r.json"}[make]
+    code = evaluate_main(["--policies", "random", "--episodes", "1", "--json", str(path)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == ""
+    assert captured.err.count("\n") == 1 and captured.err.startswith(f"error: --json {path}: ")

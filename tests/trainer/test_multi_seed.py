@@ -63,7 +63,7 @@ def test_the_seeds_differ(multi_run):
 
 
 def test_each_seed_is_saved_as_a_single_seed_checkpoint(multi_run):
-    """``<run>/seed-<s>/checkpoint_<update>.pkl``: a checkpoint of seed s alone (config seed s,
+    """``<run>/seed-<s>/checkpoint_<update>.msgpack``: a checkpoint of seed s alone (config seed s,
     num_seeds 1) holding that seed's state, so evaluate, watch and resume take it as it is."""
     for seed_result in multi_run.seeds:
         assert seed_result.run_dir == os.path.join(multi_run.run_dir, f"seed-{seed_result.seed}")
@@ -105,7 +105,7 @@ def test_resume_takes_the_newest_update_every_seed_has(multi_run, tmp_path):
     import shutil
     run_dir = tmp_path / "run"
     shutil.copytree(multi_run.run_dir, run_dir)
-    os.remove(run_dir / f"seed-{SEEDS[1]}" / "checkpoint_5.pkl")
+    os.remove(run_dir / f"seed-{SEEDS[1]}" / "checkpoint_5.msgpack")
     assert load_checkpoint(str(run_dir), multi_seed=True)["update"] == 4
 
 

@@ -19,7 +19,6 @@ pieces anywhere in the stream). No assertion parses the processes' raw stdout.
 
 import json
 import os
-import pickle
 import socket
 import subprocess
 import sys
@@ -167,8 +166,8 @@ def _read_reports(directory, processes=2):
 
 
 def _load(path):
-    with open(path, "rb") as handle:
-        return pickle.load(handle)
+    from purejaxrl.checkpoint import load_checkpoint
+    return load_checkpoint(str(path))
 
 
 def _leaves(tree):
@@ -247,7 +246,8 @@ def test_only_process_zero_writes_files(runs):
     assert runs["host1_files_after_training"] == []
     assert _files_under(runs["host1"]) == []  # also after the resumed run
     written = _files_under(runs["host0"])
-    assert {"ckpt/mh/checkpoint_1.pkl", "ckpt/mh/checkpoint_2.pkl", "ckpt/mh/checkpoint_3.pkl",
+    assert {"ckpt/mh/checkpoint_1.msgpack", "ckpt/mh/checkpoint_2.msgpack",
+            "ckpt/mh/checkpoint_3.msgpack",
             "ckpt/mh/metrics.jsonl"} <= set(written)
 
 
@@ -263,8 +263,8 @@ def test_metrics_are_global_and_logged_once(runs):
 def test_checkpoint_holds_every_process_envs_and_matches_one_process(runs):
     code, _, err = runs["one"]
     assert code == 0, err[-4000:]
-    two = _load(runs["host0"] / "ckpt" / "mh" / "checkpoint_2.pkl")
-    one = _load(runs["single"] / "ckpt" / "mh" / "checkpoint_2.pkl")
+    two = _load(runs["host0"] / "ckpt" / "mh" / "checkpoint_2.msgpack")
+    one = _load(runs["single"] / "ckpt" / "mh" / "checkpoint_2.msgpack")
     assert two["num_processes"] == 2 and one["num_processes"] == 1
     keys = np.asarray(two["runner_state"].env_keys)
     assert keys.shape[0] == 8 and len({row.tobytes() for row in keys}) == 8  # no duplicates
@@ -278,8 +278,8 @@ def test_two_process_checkpoint_resumes_in_two_processes(runs):
     assert first["code"] == second["code"] == 0
     assert any(line.startswith("done: 3 updates") for line in first["stdout"].splitlines())
     assert second["stdout"] == ""  # process 1 prints nothing
-    resumed = _load(runs["host0"] / "ckpt" / "mh" / "checkpoint_3.pkl")
-    one = _load(runs["single"] / "ckpt" / "mh" / "checkpoint_3.pkl")
+    resumed = _load(runs["host0"] / "ckpt" / "mh" / "checkpoint_3.msgpack")
+    one = _load(runs["single"] / "ckpt" / "mh" / "checkpoint_3.msgpack")
     assert resumed["update"] == 3 and resumed["env_steps"] == 192
     np.testing.assert_array_equal(np.asarray(resumed["runner_state"].env_keys),
                                   np.asarray(one["runner_state"].env_keys))

@@ -359,24 +359,26 @@ def test_second_ctrl_c_stops_at_once_without_saving(tmp_path, compile_cache_dir)
 # Trains the shared toy run, saving every 2 updates; the second save writes half a checkpoint,
 # says so in a file and waits to be killed.
 KILLED_MID_SAVE = textwrap.dedent("""
-    import os, sys, time
-    import cloudpickle
+    import os, sys, tempfile, time
+    from purejaxrl import checkpoint
     from purejaxrl.train import train
     from tests.trainer.toy_run import CONFIG, options
 
     checkpoint_dir, cache, marker = sys.argv[2:5]
-    real_dump, saves = cloudpickle.dump, []
+    real_write, saves = checkpoint.write_checkpoint_file, []
 
-    def dump_then_hang(payload, handle):
-        saves.append(payload["update"])
+    def write_then_hang(path, data):
+        # As write_checkpoint_file starts a write: its temp file, here only 1000 bytes.
+        saves.append(path)
         if len(saves) < 2:
-            return real_dump(payload, handle)
-        handle.write(cloudpickle.dumps(payload)[:1000])
-        handle.flush()
+            return real_write(path, data)
+        fd, _ = tempfile.mkstemp(dir=os.path.dirname(path), prefix=checkpoint._TEMP_PREFIX,
+                                 suffix=checkpoint._TEMP_SUFFIX)
+        os.write(fd, data[:1000])
         open(marker, "w").close()
         time.sleep(600)
 
-    cloudpickle.dump = dump_then_hang
+    checkpoint.write_checkpoint_file = write_then_hang
     train(CONFIG, options(checkpoint_dir, cache, save_interval=2))
 """)
 
@@ -540,7 +542,7 @@ def test_metrics_file_and_wandb_failures_do_not_raise(tmp_path, capsys):
     logger._file.close()  # writes now fail (ValueError: closed file)
     logger.log({"update": 1, "env_steps": 32})
     logger.log({"update": 2, "env_steps": 64})
-    logger.log_checkpoint_artifact(str(tmp_path / "none.pkl"), "run", 2)
+    logger.log_checkpoint_artifact(str(tmp_path / "none.msgpack"), "run", 2)
     logger.close()
     err = capsys.readouterr().err
     assert err.count("cannot write") == 1 and err.count("wandb failed") == 1

@@ -90,7 +90,7 @@ def test_resume_is_bit_for_bit(full_run, tmp_path, compile_cache_dir):
     array of the runner state (params, optimizer, env states, observations, keys, episode
     accumulators, counters) is identical."""
     first = train(CONFIG, options(tmp_path, compile_cache_dir), stop_after_updates=3)
-    assert first.updates_done == 3 and first.last_checkpoint.endswith("checkpoint_3.pkl")
+    assert first.updates_done == 3 and first.last_checkpoint.endswith("checkpoint_3.msgpack")
     second = train(CONFIG, options(tmp_path, compile_cache_dir),
                    checkpoint=load_checkpoint(first.run_dir))
     assert second.updates_done == 5
@@ -189,26 +189,63 @@ def test_runner_state_is_donated_to_the_chunk(full_run):
     assert int(new_runner.update_step) == 1
 
 
-def test_checkpoint_write_is_atomic(tmp_path, monkeypatch):
-    """A write that fails midway leaves neither a checkpoint under the final name nor a temp
-    file; the previous checkpoint stays loadable; the error names the file."""
+def test_checkpoint_write_is_atomic(full_run, tmp_path, monkeypatch):
+    """A write that fails midway (here: the data is written, its fsync fails) leaves neither a
+    checkpoint under the final name nor a temp file; the previous checkpoint stays loadable;
+    the error names the file."""
     from purejaxrl import checkpoint as checkpoint_module
-    fields = dict(config=CONFIG.to_dict(), env_steps=0, run_name="r", wandb_run_id=None,
-                  elapsed_seconds=0.0, keep=5)
-    checkpoint_module.save_checkpoint(str(tmp_path), runner_state={"x": np.ones(3)}, update=1,
-                                      **fields)
+    state = jax.device_get(full_run.runner_state)
+    fields = dict(config=CONFIG.to_dict(), env_steps=160, run_name="r", wandb_run_id=None,
+                  elapsed_seconds=0.0, keep=5, runner_state=state)
+    checkpoint_module.save_checkpoint(str(tmp_path), update=5, **fields)
 
-    def broken_dump(payload, handle):
-        handle.write(b"partial")
+    def broken_fsync(descriptor):
         raise OSError("disk full")
 
-    monkeypatch.setattr(checkpoint_module.cloudpickle, "dump", broken_dump)
+    monkeypatch.setattr(checkpoint_module.os, "fsync", broken_fsync)
     with pytest.raises(CheckpointError,
-                       match=r"cannot write checkpoint .*checkpoint_2\.pkl: disk full"):
-        checkpoint_module.save_checkpoint(str(tmp_path), runner_state={"x": np.ones(3)},
-                                          update=2, **fields)
-    assert sorted(os.listdir(tmp_path)) == ["checkpoint_1.pkl"]
-    assert load_checkpoint(str(tmp_path))["update"] == 1
+                       match=r"cannot write checkpoint .*checkpoint_6\.msgpack: disk full"):
+        checkpoint_module.save_checkpoint(str(tmp_path), update=6, **fields)
+    monkeypatch.undo()
+    assert sorted(os.listdir(tmp_path)) == ["checkpoint_5.msgpack"]
+    assert load_checkpoint(str(tmp_path))["update"] == 5
+
+
+def test_checkpoint_holds_plain_data_and_json_metadata(full_run):
+    """The file is a msgpack map of four entries: format, version, JSON metadata (config,
+    counters, run name, versions) and one [dtype, shape, bytes] entry per runner-state leaf,
+    keyed by its pytree path; every dtype is a plain number type."""
+    import json
+    import msgpack
+    from purejaxrl.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
+    with open(full_run.last_checkpoint, "rb") as handle:
+        top = msgpack.unpackb(handle.read(), raw=False)
+    assert (top["format"], top["format_version"]) == (CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
+    metadata = json.loads(top["metadata"])
+    assert metadata["config"] == CONFIG.to_dict() and metadata["update"] == 5
+    leaves = jax.tree_util.tree_flatten_with_path(jax.device_get(full_run.runner_state))[0]
+    assert set(top["arrays"]) == {jax.tree_util.keystr(path) for path, _ in leaves}
+    assert ".params['params']" in "".join(top["arrays"])  # keys are readable paths
+    assert {entry[0] for entry in top["arrays"].values()} <= {"float32", "int32", "uint32",
+                                                              "bool"}
+
+
+def test_a_checkpoint_of_another_code_version_is_refused_by_name(full_run, tmp_path):
+    """Loading fills this code's runner state: a leaf missing from the file, or one whose
+    shape differs, is an error naming the leaf, never a silently wrong state."""
+    import msgpack
+    with open(full_run.last_checkpoint, "rb") as handle:
+        top = msgpack.unpackb(handle.read(), raw=False)
+    key = next(k for k in top["arrays"] if k.endswith("['kernel']"))
+    for edit, message in ((lambda arrays: arrays.pop(key), "missing"),
+                          (lambda arrays: arrays[key].__setitem__(1, [1, 1]), "this code's")):
+        edited = msgpack.unpackb(msgpack.packb(top, use_bin_type=True), raw=False)
+        edit(edited["arrays"])
+        path = tmp_path / "checkpoint_5.msgpack"
+        path.write_bytes(msgpack.packb(edited, use_bin_type=True))
+        with pytest.raises(CheckpointError, match=message) as error:
+            load_checkpoint(str(path))
+        assert key in str(error.value)
 
 
 def test_ppo_learns_the_toy_corridor(tmp_path, compile_cache_dir):

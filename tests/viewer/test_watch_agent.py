@@ -2,11 +2,11 @@
 action and ends with the summary table; the GIF holds one frame per step plus each episode's
 final position; the HTML replay is one self-contained file; --record then --replay reproduces
 every state and reward; missing, corrupt and incompatible checkpoints fail with a clear
-message, a non-zero exit and no traceback."""
+message, a non-zero exit and no traceback; an output path (--gif, --html, --mp4, --record)
+that cannot be written fails before any work."""
 
 import html.parser
 import json
-import pickle
 import re
 
 import imageio.v3 as iio
@@ -126,30 +126,31 @@ def run_main(capsys, *args):
 
 def test_missing_checkpoint_is_a_clear_error(tmp_path, capsys):
     """Exit 1 with one error line, for a missing file and for a run directory without any."""
-    code, err = run_main(capsys, str(tmp_path / "nope.pkl"))
+    code, err = run_main(capsys, str(tmp_path / "nope.msgpack"))
     assert code == 1 and "error: checkpoint not found" in err and "Traceback" not in err
     code, err = run_main(capsys, str(tmp_path))  # a directory without checkpoints
-    assert code == 1 and "no checkpoint_<update>.pkl files" in err
+    assert code == 1 and "no checkpoint_<update>.msgpack files" in err
 
 
 def test_corrupt_checkpoint_is_a_clear_error(tmp_path, capsys):
-    """A file that does not unpickle: exit 1, the message says it cannot be read."""
-    path = tmp_path / "checkpoint_1.pkl"
-    path.write_bytes(b"\x80\x04 this is not a pickle")
+    """A file that does not decode: exit 1, the message says it cannot be read."""
+    path = tmp_path / "checkpoint_1.msgpack"
+    path.write_bytes(b"\xc1 this is not a checkpoint")
     code, err = run_main(capsys, str(path))
     assert code == 1 and "cannot read checkpoint" in err and "Traceback" not in err
 
 
 def test_checkpoint_of_an_incompatible_environment_is_refused(tiny_checkpoint, tmp_path, capsys):
     """A network whose input size no longer matches the observation (another env version)."""
-    from purejaxrl.checkpoint import load_checkpoint
+    from purejaxrl.checkpoint import checkpoint_record, encode_checkpoint, load_checkpoint
     payload = load_checkpoint(tiny_checkpoint)
     params = payload["runner_state"].params
     first = params["params"]["MLPTorso_0"]["Dense_0"]
     first["kernel"] = np.zeros((first["kernel"].shape[0] + 7, first["kernel"].shape[1]), np.float32)
-    path = tmp_path / "checkpoint_9.pkl"
-    with open(path, "wb") as handle:
-        pickle.dump(payload, handle)
+    fields = ("config", "update", "env_steps", "run_name", "wandb_run_id", "elapsed_seconds")
+    record = checkpoint_record(**{name: payload[name] for name in fields})
+    path = tmp_path / "checkpoint_9.msgpack"
+    path.write_bytes(encode_checkpoint(payload["runner_state"], record))
     code, err = run_main(capsys, str(path))
     assert code == 1 and "incompatible" in err and "Traceback" not in err
 
@@ -159,3 +160,15 @@ def test_mp4_without_imageio_ffmpeg_names_the_package(monkeypatch, capsys, tmp_p
     monkeypatch.setattr(watch_agent.importlib.util, "find_spec", lambda name: None)
     code, err = run_main(capsys, str(tmp_path), "--mp4", str(tmp_path / "a.mp4"))
     assert code == 2 and "imageio-ffmpeg" in err
+
+
+@pytest.mark.parametrize("flag", ["--gif", "--html", "--mp4", "--record"])
+def test_output_path_that_cannot_be_written_fails_before_any_work(flag, tmp_path, capsys,
+                                                                  monkeypatch):
+    """Exit 2, one error line naming the flag, before the checkpoint is even looked at (the
+    checkpoint here does not exist): not a traceback after the episodes were played."""
+    monkeypatch.setattr(watch_agent.importlib.util, "find_spec", lambda name: object())
+    target = tmp_path / "missing-directory" / "out"
+    code, err = run_main(capsys, str(tmp_path / "nope.msgpack"), flag, str(target))
+    assert code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: {flag} {target}: directory ") and "does not exist" in err

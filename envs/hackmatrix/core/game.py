@@ -1,15 +1,18 @@
-"""One game step (game-rules §4, ``tryExecuteAction``) as an ordered checklist of sub-systems.
+"""One game step (game-rules §4, ``tryExecuteAction``): ``step_game`` is the ordered checklist
+of sub-systems, one function each, read top to bottom:
 
-    1. pre-action values for the reward (score, HP, credits, energy, BFS distance to exit)
-    2. the player's action: direction (shoot or move), siphon, or program
-    3. a failed action changes nothing (every sub-system below is gated by success)
-    4. exit reached -> stage completion (no enemy turn)
-    5. otherwise, a turn-ending action -> the enemy turn
-    6. death, siphon-death and the reward inputs
+    1. ``reward_baseline``: what the reward compares with (score, HP, credits, energy, BFS
+       distance to the exit), before anything moves
+    2. ``player_action``: a direction (shoot or move), the siphon or a program; a failed action
+       changes nothing (every sub-system below is gated by its success)
+    3. ``complete_stage``: an exit reached completes the stage (no enemy turn)
+    4. ``enemies.run_enemy_turn``: otherwise a turn-ending action runs the enemy turn
+    5. ``reward_inputs``: death, siphon-death, kills and everything else the reward reads
 
-Every sub-system runs for every lane under vmap and is kept only where it applies; the
-loops inside them (stage generation, enemy movement, spawns) are gated so that a batch in
-which no lane needs them runs no iterations.
+Every sub-system runs for every lane under vmap and is kept only where it applies; the loops
+inside them (stage generation, enemy movement, spawns) are gated so that a batch in which no
+lane needs them runs no iterations, and the rare siphon and programs run only on their lanes
+(the sparse-update plumbing at the end of this file).
 """
 
 from typing import NamedTuple
@@ -25,7 +28,7 @@ from .constants import (ACTION_SIPHON, BLOCK, DATA_SIPHON, DIR_DCOL, DIR_DROW, E
                         WAIT, MIN_SCHEDULE_INTERVAL, SIPHON_SCHEDULE_DELAY)
 from .entities import cell_index, first_in_order, on_board
 from .sparse import sparse_update, tree_where
-from .state import EnvState, with_snapshots, without_snapshots
+from .state import EnvState, Player, with_snapshots, without_snapshots
 
 _MAX_RANGE = GRID  # a line of fire leaves the board within 6 cells
 
@@ -41,6 +44,91 @@ class StepEvents:
     enemy_turn_ran: jax.Array  # a normal (not STEP-skipped) enemy turn ran
     undo_exploit_completion: jax.Array  # stage completed on a board restored by UNDO (R9)
     kills: jax.Array
+
+
+def step_keys(key):
+    """(program key, stage-generation key, enemy-turn key) of a step."""
+    return jax.random.split(key, 3)
+
+
+def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False):
+    """Swift ``tryExecuteAction`` followed by the reward inputs: the checklist of the module
+    docstring, one sub-system per line. Returns (state, rewards.RewardInputs, StepEvents).
+
+    The board of a stage advance is left to the caller, which generates stage advances and new
+    games in one pass (``HackMatrix``'s stage-advance-or-reset path): the returned state has the
+    old board where ``events.exit_reached & ~events.game_won``, and ``new_distance`` is 0; the
+    caller generates with ``step_keys(key)[1]`` and measures the distance on the board the step
+    ends on. Nothing after ``completeStage`` reads the board on those lanes (an exit ends no
+    turn)."""
+    k_program, _, k_enemy = step_keys(key)  # the stage key is the caller's (see above)
+    before = reward_baseline(state)
+    state, act = player_action(state, action, k_program)
+    undo_exploit = act.exit_reached & state.board_from_undo
+    state, won = complete_stage(state, act.exit_reached, close_undo_exploit)
+    ends_turn = act.ends_turn
+    state, turn_ran = enemy_turn.run_enemy_turn(state, k_enemy, ends_turn)
+    inputs = reward_inputs(before, state, act, ends_turn, won)
+    events = StepEvents(success=act.success, shot=act.direction_ok & act.shot,
+                        exit_reached=act.exit_reached, game_won=won, enemy_turn_ran=turn_ran,
+                        undo_exploit_completion=undo_exploit, kills=inputs.total_kills)
+    return state, inputs, events
+
+
+class RewardBaseline(NamedTuple):
+    """What the reward compares the step's end with (§8.1 ``old_*``)."""
+    player: Player  # score, HP, credits, energy before the action
+    distance: jax.Array  # BFS distance to the exit on the pre-action board
+
+
+def reward_baseline(state: EnvState) -> RewardBaseline:
+    return RewardBaseline(state.player, rewards.player_exit_distance(state))
+
+
+class ActionOutcome(NamedTuple):
+    """What ``player_action`` did. At most one of the three kinds succeeded."""
+    direction_ok: jax.Array  # bool: a direction action shot or moved
+    shot: jax.Array  # bool: ``direction_action``'s, valid where direction_ok
+    direction_exit: jax.Array  # bool: ``direction_action``'s, valid where direction_ok
+    direction_kills: jax.Array  # i32: ``direction_action``'s, valid where direction_ok
+    collected: jax.Array  # bool: ``direction_action``'s, valid where direction_ok
+    siphon_ok: jax.Array  # bool: SIPHON with a data siphon in hand
+    siphon_quality: tuple  # (optimal, missed credits, missed energy): ``rewards.siphon_quality``
+    program_ok: jax.Array  # bool: a program that ``programs.can_execute``
+    program: jax.Array  # i32: the program index (clipped; meaningful where program_ok)
+    program_events: programs.ProgramEvents
+    success: jax.Array  # bool: the action did not fail (R4)
+    exit_reached: jax.Array  # bool: by a move onto the exit or by a program (§10.1)
+
+    @property
+    def ends_turn(self):
+        """§4: a move or shot that did not reach the exit, the siphon and WAIT end the turn."""
+        return ((self.direction_ok & ~self.direction_exit) | self.siphon_ok
+                | (self.program_ok & (self.program == WAIT)))
+
+
+def player_action(state: EnvState, action, key) -> tuple[EnvState, ActionOutcome]:
+    """The player's action (game-rules §4): a direction (shoot or move, §5), the siphon (§6) or a
+    program (programs §4, with ``key``). A failed action (R4) leaves the state unchanged."""
+    is_direction = action < N_DIRECTIONS
+    is_siphon = action == ACTION_SIPHON
+    program = jnp.clip(action - PROGRAM_ACTION_OFFSET, 0, N_PROGRAMS - 1)
+    is_program = action >= PROGRAM_ACTION_OFFSET
+
+    moved_state, dir_ok, shot, dir_exit, dir_kills, collected = direction_action(
+        state, jnp.clip(action, 0, N_DIRECTIONS - 1))
+    dir_ok &= is_direction
+    siphon_ok = is_siphon & (state.player.data_siphons > 0)
+    program_ok = is_program & programs.can_execute(state)[program]
+    success = dir_ok | siphon_ok | program_ok
+
+    # At most one of the three applies; each leaves the state alone where it does not.
+    new = tree_where(dir_ok, moved_state, state)
+    new, quality = _siphon_where(new, siphon_ok)
+    new, program_events = _program_where(new, program_ok, program, key)
+    exit_reached = (dir_ok & dir_exit) | (program_ok & program_events.exit_reached)
+    return new, ActionOutcome(dir_ok, shot, dir_exit, dir_kills, collected, siphon_ok, quality,
+                              program_ok, program, program_events, success, exit_reached)
 
 
 class DirectionOutcome(NamedTuple):
@@ -161,6 +249,37 @@ def complete_stage(state: EnvState, enabled, close_undo_exploit: bool):
     return state, won
 
 
+def reward_inputs(before: RewardBaseline, state: EnvState, act: ActionOutcome, ends_turn,
+                  won) -> rewards.RewardInputs:
+    """What the reward reads (§8.1): the baseline, the action's outcome and the state the step
+    ends on (death, siphon-death and kills included)."""
+    p, np_ = before.player, state.player
+    died = np_.hp == 0
+    e = state.enemies
+    adjacent = (jnp.abs(e.row - np_.row) + jnp.abs(e.col - np_.col)) == 1
+    # §8.7: evaluated whenever runEnemyTurn was called (a STEP-skipped call included).
+    died_to_siphon = ends_turn & died & jnp.any(e.active & e.from_siphon & adjacent)
+    kills = (jnp.where(act.direction_ok, act.direction_kills, 0)
+             + jnp.where(act.program_ok, act.program_events.kills, 0))
+    siphon_optimal, missed_credits, missed_energy = act.siphon_quality
+    return rewards.RewardInputs(
+        old_score=p.score, old_hp=p.hp, old_credits=p.credits, old_energy=p.energy,
+        old_distance=before.distance,
+        new_distance=jnp.int32(0), success=act.success,
+        stage_advanced=act.exit_reached, game_won=won, player_died=died, total_kills=kills,
+        data_siphon_collected=act.direction_ok & act.collected, siphon_used=act.siphon_ok,
+        siphon_optimal=siphon_optimal, missed_credits=missed_credits, missed_energy=missed_energy,
+        reset_wasteful=act.program_ok & (act.program == RESET) & (p.hp == 2),
+        died_to_siphon_enemy=died_to_siphon, score=np_.score, hp=np_.hp, credits=np_.credits,
+        energy=np_.energy, stage=state.stage)
+
+
+# --- sparse-update plumbing ------------------------------------------------------------------
+# Siphons and programs are a small share of actions: under vmap only their lanes compute them
+# (``sparse_update``). The sparse carries leave out what the work does not write (the history
+# ring, and for programs its snapshots, which UNDO only reads): less to gather, scatter and
+# compile.
+
 def _siphon_with_quality(carry):
     state, _ = carry
     return siphon_action(state), rewards.siphon_quality(state)  # quality on the untouched board
@@ -172,80 +291,23 @@ def _program_with_events(carry, snapshots, program, key):
     return without_snapshots(state), events
 
 
-# Siphons and programs are a small share of actions: under vmap only their lanes compute them.
 _sparse_siphon = sparse_update(_siphon_with_quality)
 _sparse_program = sparse_update(_program_with_events)
 
 
-def step_keys(key):
-    """(program key, stage-generation key, enemy-turn key) of a step."""
-    return jax.random.split(key, 3)
-
-
-def step_game(state: EnvState, action, key, *, close_undo_exploit: bool = False):
-    """Swift ``tryExecuteAction`` followed by the reward inputs. Returns
-    (state, rewards.RewardInputs, StepEvents).
-
-    The board of a stage advance is left to the caller, which generates stage advances and new
-    games in one pass (``HackMatrix``'s stage-advance-or-reset path): the returned state has the
-    old board where ``events.exit_reached & ~events.game_won``, and ``new_distance`` is 0; the
-    caller generates with ``step_keys(key)[1]`` and measures the distance on the board the step
-    ends on. Nothing after ``completeStage`` reads the board on those lanes (an exit ends no
-    turn)."""
-    k_program, _, k_enemy = step_keys(key)  # the stage key is the caller's (see above)
-    p = state.player
-    old_distance = rewards.player_exit_distance(state)
-    is_direction = action < N_DIRECTIONS
-    is_siphon = action == ACTION_SIPHON
-    program = jnp.clip(action - PROGRAM_ACTION_OFFSET, 0, N_PROGRAMS - 1)
-    is_program = action >= PROGRAM_ACTION_OFFSET
-
-    moved_state, dir_ok, shot, dir_exit, dir_kills, collected = direction_action(
-        state, jnp.clip(action, 0, N_DIRECTIONS - 1))
-    dir_ok &= is_direction
-    siphon_ok = is_siphon & (p.data_siphons > 0)
-    program_ok = is_program & programs.can_execute(state)[program]
-    success = dir_ok | siphon_ok | program_ok
-
-    # At most one of the three applies; each leaves the state alone where it does not.
-    # The sparse carries leave out what the work does not write (the history ring, and for
-    # programs its snapshots, which UNDO only reads): less to gather, scatter and compile.
-    new = tree_where(dir_ok, moved_state, state)
+def _siphon_where(state: EnvState, siphon_ok):
+    """``siphon_action`` and the siphon quality where ``siphon_ok``; elsewhere the state and an
+    optimal, nothing-missed quality."""
     no_quality = (jnp.bool_(True), jnp.int32(0), jnp.int32(0))
-    new_wo_history, (siphon_optimal, missed_credits, missed_energy) = _sparse_siphon(
-        siphon_ok, (new.replace(history=None), no_quality))
-    new = new_wo_history.replace(history=new.history)
+    new_wo_history, quality = _sparse_siphon(siphon_ok, (state.replace(history=None), no_quality))
+    return new_wo_history.replace(history=state.history), quality
+
+
+def _program_where(state: EnvState, program_ok, program, key):
+    """``programs.apply_program`` where ``program_ok``; elsewhere the state and no events."""
     no_events = programs.ProgramEvents(kills=jnp.int32(0), exit_reached=jnp.bool_(False),
                                        ends_turn=jnp.bool_(False))
-    snapshots = new.history.snapshots
-    new, program_events = _sparse_program(program_ok, (without_snapshots(new), no_events),
-                                          snapshots, program, k_program)
-    new = with_snapshots(new, snapshots)
-
-    exit_reached = (dir_ok & dir_exit) | (program_ok & program_events.exit_reached)
-    undo_exploit = exit_reached & new.board_from_undo
-    new, won = complete_stage(new, exit_reached, close_undo_exploit)
-    ends_turn = ((dir_ok & ~dir_exit) | siphon_ok | (program_ok & (program == WAIT)))
-    new, turn_ran = enemy_turn.run_enemy_turn(new, k_enemy, ends_turn)
-
-    np_ = new.player
-    died = np_.hp == 0
-    e = new.enemies
-    adjacent = (jnp.abs(e.row - np_.row) + jnp.abs(e.col - np_.col)) == 1
-    # §8.7: evaluated whenever runEnemyTurn was called (a STEP-skipped call included).
-    died_to_siphon = ends_turn & died & jnp.any(e.active & e.from_siphon & adjacent)
-    kills = jnp.where(dir_ok, dir_kills, 0) + jnp.where(program_ok, program_events.kills, 0)
-    inputs = rewards.RewardInputs(
-        old_score=p.score, old_hp=p.hp, old_credits=p.credits, old_energy=p.energy,
-        old_distance=old_distance,
-        new_distance=jnp.int32(0), success=success,
-        stage_advanced=exit_reached, game_won=won, player_died=died, total_kills=kills,
-        data_siphon_collected=dir_ok & collected, siphon_used=siphon_ok,
-        siphon_optimal=siphon_optimal, missed_credits=missed_credits, missed_energy=missed_energy,
-        reset_wasteful=program_ok & (program == RESET) & (p.hp == 2),
-        died_to_siphon_enemy=died_to_siphon, score=np_.score, hp=np_.hp, credits=np_.credits,
-        energy=np_.energy, stage=new.stage)
-    events = StepEvents(success=success, shot=dir_ok & shot, exit_reached=exit_reached,
-                        game_won=won, enemy_turn_ran=turn_ran,
-                        undo_exploit_completion=undo_exploit, kills=kills)
-    return new, inputs, events
+    snapshots = state.history.snapshots
+    new, events = _sparse_program(program_ok, (without_snapshots(state), no_events), snapshots,
+                                  program, key)
+    return with_snapshots(new, snapshots), events

@@ -114,7 +114,8 @@ def _block_contents(bits: jax.Array, is_block: jax.Array):
     program_index = jnp.cumsum(program_block) - 1
     picks = program_index[:, None] == jnp.asarray(_PROGRAMS)
     program = jnp.where(program_block, jnp.sum(picks * program_order, axis=1), -1)
-    program_cost = jnp.sum((program[:, None] == jnp.asarray(_PROGRAMS)) * PROGRAM_SPAWN_COST, axis=1)
+    program_cost = jnp.sum((program[:, None] == jnp.asarray(_PROGRAMS)) * PROGRAM_SPAWN_COST,
+                           axis=1)
     spawn = jnp.where(data_block, points, jnp.where(program_block, program_cost, 0))
     return jnp.where(data_block, points, 0), program, spawn, question
 
@@ -125,7 +126,8 @@ def _resources(bits: jax.Array, content: jax.Array):
     Returns (credits, energy)."""
     gets = (content == EMPTY) | (content == DATA_SIPHON)
     roll = unit_interval(bits[0])
-    amount = 1 + (roll >= _AMOUNT_2_FROM).astype(jnp.int32) + (roll >= _AMOUNT_3_FROM).astype(jnp.int32)
+    amount = (1 + (roll >= _AMOUNT_2_FROM).astype(jnp.int32)
+              + (roll >= _AMOUNT_3_FROM).astype(jnp.int32))
     is_credits = (bits[1] >> jnp.uint32(31)) == 1
     return jnp.where(gets & is_credits, amount, 0), jnp.where(gets & ~is_credits, amount, 0)
 
@@ -140,8 +142,9 @@ def _pick_exit(bits: jax.Array, player_cell: jax.Array) -> jax.Array:
     return jnp.sum(jnp.where(chosen, corners, 0))
 
 
-def _generate_stage(state: EnvState, key: jax.Array) -> EnvState:
-    """Swift ``initializeStage`` (game-rules §3.3 steps 1-8).
+def generate_stage(state: EnvState, key: jax.Array) -> EnvState:
+    """Swift ``initializeStage`` (game-rules §3.3 steps 1-8) on every lane: a caller that needs
+    it on some lanes only gates it itself (``initialize_stage``, ``HackMatrix._new_boards``).
 
     The caller sets ``stage`` and ``sched_interval`` beforehand. Enemies and transmissions are
     kept; stage-start transmissions (count = stage) are appended after the new grid exists.
@@ -164,8 +167,8 @@ def _generate_stage(state: EnvState, key: jax.Array) -> EnvState:
     block_count = MIN_BLOCKS + uniform_below(bits[6, 1], MAX_BLOCKS - MIN_BLOCKS + 1)
     is_block = _place_block_layout(k_layout, allowed, block_count, exit_cell)
     points, program, spawn, question = _block_contents(bits[0:4], is_block)
-    content = jnp.where(is_block, BLOCK,
-                        jnp.where(is_exit, EXIT, jnp.where(is_siphon, DATA_SIPHON, EMPTY))).astype(jnp.int32)
+    content = jnp.where(is_block, BLOCK, jnp.where(is_exit, EXIT, jnp.where(
+        is_siphon, DATA_SIPHON, EMPTY))).astype(jnp.int32)
 
     # Step 7 (§3.5).
     credits, energy = _resources(bits[4:6], content)
@@ -187,8 +190,7 @@ def _generate_stage(state: EnvState, key: jax.Array) -> EnvState:
     return spawn_transmissions(state, k_spawn, state.stage)
 
 
-generate_stage = _generate_stage  # steps 1-8 on every lane (callers gate it themselves)
-_initialize_stage_sparse = sparse_update(_generate_stage)
+_initialize_stage_sparse = sparse_update(generate_stage)
 
 
 def initialize_stage(state: EnvState, key: jax.Array, enabled) -> EnvState:
@@ -201,7 +203,8 @@ def initialize_stage(state: EnvState, key: jax.Array, enabled) -> EnvState:
     """
     # The history is neither read nor written: keeping it out of the sparse carry saves its
     # gather/scatter (compile time and memory traffic).
-    out = _initialize_stage_sparse(jnp.asarray(enabled, jnp.bool_), state.replace(history=None), key)
+    out = _initialize_stage_sparse(jnp.asarray(enabled, jnp.bool_), state.replace(history=None),
+                                   key)
     return out.replace(history=state.history)
 
 

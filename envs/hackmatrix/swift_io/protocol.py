@@ -75,7 +75,7 @@ def compiled(env):
     """The three jitted single-game functions of ``env`` (compiled on first use, once per
     process): reset(key), step(key, state, action) without auto-reset, returning (state, mask,
     reward, terminated, reward breakdown, flags), and the action mask. The parity harness's
-    mirror (parity_client) steps with the same compiled function."""
+    mirror (oracle.py) steps with the same compiled function."""
     params = env.default_params
 
     @jax.jit

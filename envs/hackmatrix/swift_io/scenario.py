@@ -16,8 +16,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.constants import (BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EMPTY, EXIT, GRID, N_PROGRAMS,
-                              PROGRAM_ACTION_OFFSET, PROGRAM_NAMES)
+from ..core.constants import (BLOCK, CRYPTOG, DATA_SIPHON, ENEMY_NAMES, EMPTY, EXIT, GRID,
+                              N_PROGRAMS, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES)
 from ..core.entities import in_list_order
 from .raw_observation import owned_program_actions
 from ..core.state import HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, blank_state
@@ -308,7 +308,8 @@ def _build_grid(blocks: list, resources: list) -> dict:
         cell, block = entry["cell"], entry["block"]
         if block is not None:  # an entry that makes no block leaves the cell as it was
             content[cell] = BLOCK
-            points[cell], program[cell], spawn[cell] = block["points"], block["program"], block["spawn"]
+            points[cell], program[cell] = block["points"], block["program"]
+            spawn[cell] = block["spawn"]
         if entry["siphoned"]:
             siphoned[cell] = True
     # Resources come after blocks (§10.5).

@@ -33,6 +33,10 @@ PACKAGE_NAME_MARK = 'name: "HackMatrix"'
 SOURCE_DIRS = ("HackMatrix", "Sources")
 SMOKE_REQUEST = '{"action": "getActionSpace"}\n'
 SMOKE_REPLY = {"actionSpaceSize": N_ACTIONS}
+# Limits on the two quick subprocesses, `swift --version` and the smoke check (the binary answers
+# one request): each takes about a second; a minute still passes on a machine loaded by training
+# and fails a toolchain or binary that hangs instead of leaving the script waiting forever.
+TOOLCHAIN_TIMEOUT_S = 60
 SMOKE_TIMEOUT_S = 60
 
 
@@ -53,7 +57,8 @@ def check_source_tree(source: str) -> None:
         raise OracleError(f"{source} is not a directory", 2)
     missing = [name for name in REQUIRED_FILES if not os.path.isfile(os.path.join(source, name))]
     if missing:
-        raise OracleError(f"{source} is not a HackMatrix source tree: missing {', '.join(missing)}", 2)
+        raise OracleError(f"{source} is not a HackMatrix source tree: missing "
+                          f"{', '.join(missing)}", 2)
     with open(os.path.join(source, "Package.swift"), encoding="utf-8", errors="replace") as f:
         if PACKAGE_NAME_MARK not in f.read():
             raise OracleError(f"{source}/Package.swift does not declare the HackMatrix package "
@@ -67,7 +72,8 @@ def find_toolchain(swift: str | None) -> tuple[str, str]:
         raise OracleError(f"{swift or 'swift'} not found: install the Swift toolchain "
                           "(https://www.swift.org/install) or pass --swift PATH", 2)
     try:
-        result = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+        result = subprocess.run([path, "--version"], capture_output=True, text=True,
+                                timeout=TOOLCHAIN_TIMEOUT_S)
     except (OSError, subprocess.TimeoutExpired) as exc:
         raise OracleError(f"{path} --version failed: {exc}", 2) from exc
     output = (result.stdout + result.stderr).strip()
@@ -130,8 +136,9 @@ def build(source: str, swift: str, entry: str) -> str:
     bin_dir = subprocess.run(command + ["--show-bin-path"], capture_output=True, text=True)
     built = os.path.join(bin_dir.stdout.strip(), BINARY_NAME)
     if bin_dir.returncode != 0 or not os.path.isfile(built):
+        shown = bin_dir.stdout.strip() or bin_dir.stderr.strip()
         raise OracleError(f"swift build succeeded but {BINARY_NAME} was not found "
-                          f"(--show-bin-path: {bin_dir.stdout.strip() or bin_dir.stderr.strip()})", 1)
+                          f"(--show-bin-path: {shown})", 1)
     return built
 
 

@@ -1,25 +1,42 @@
-"""Engines for the Swift-parity harness: one interface, two backends (decisions R8).
+"""Driver of the parity harness against the Swift binary (issue 14): Swift drives the game, a
+JAX mirror of its state follows (``OracleLockstep``; scripts/swift_soak.py, scripts/parity_diff.py
+--binary).
 
-* ``InProcessEngine``: the JAX environment in this process, through ``protocol.HeadlessGame``
-  (no subprocess, no JSON transport), so its observations and infos have exactly the JSON
-  shape of a protocol reply.
-* ``ProtocolEngine``: any executable speaking the headless protocol on stdin/stdout: this
-  project's server by default, the Swift build when ``$HACKMATRIX_BINARY`` names it (it is
-  started with ``--headless-cli``).
+Swift's randomness is its own (unseeded), so the two engines cannot share draws. Instead the
+mirror is an ``EnvState`` equal to Swift's whole game state (scheduler, history, disabled
+counters, siphoned floor ... everything, not only what setState can express). Every step is
+played on Swift and then on the mirror from the same state, and every reply is compared
+(``compare.mirror_step_differences``): observation (JSON and numeric), reward and breakdown,
+done, info, internal state, valid actions. Where the step draws randomness (game-rules §13), the
+mirror must reproduce Swift's outcome:
 
-Every engine method returns JSON-shaped values; a request the engine refuses raises
-``EngineError`` with the engine's message.
+* enemy order (the shuffle of each enemy step), WARP's pick and POLY's types: the mirror's own
+  engine must give exactly Swift's outcome with some key (the step's key, then random keys,
+  then fitted draws: see ``OracleLockstep._search`` and ``draw_fitting``);
+* spawn cells and types of transmissions (scheduled, siphon, stage start) and the new stage's
+  board: Swift's outcome is adopted into the mirror after a support check (``adoption``: each
+  transmission on a spawn-empty cell, out of the line of fire when one was free; the board a
+  possible output of the generator: corners, block count, validator, payloads, resources).
+  Adoption cannot show a law of ours that allows more outcomes than Swift's, so each adopted
+  draw is also paired with the mirror's own draw in the same situation (``paired_draws``,
+  tested by the soak script), and scripts/swift_generation_stats.py compares the laws in
+  controlled situations.
+
+Some of what Swift drew stays hidden until the game reveals it: a transmission's enemy type
+(shown at hatching, or under SHOW), the content of a question block (shown when siphoned), the
+list order of transmissions spawned by one call (shown when they hatch), and which member of a
+spawn call that mixed a scheduled and siphon transmissions is the scheduled one. The mirror
+holds a guess for each, the harness remembers that it is a guess (``Notes``, kept through UNDO
+by a shadow of Swift's history), and sets the true value as soon as Swift reveals it, before
+the step that depends on it is compared. The siphon-quality reward and REDUC's validity can
+depend on still-hidden question blocks: there the guess is fitted to Swift's value when some
+content gives it, and the step diverges when none does.
 """
 
-import abc
 import collections
 import dataclasses
 import functools
 import itertools
-import json
-import os
-import subprocess
-import sys
 import types
 from typing import NamedTuple
 
@@ -27,355 +44,29 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from ..core.constants import (ACTION_SIPHON, BLOCK, CORNER_CELLS, DATA_SIPHON, EMPTY, ENEMY_MAX_HP,
-                              ENEMY_NAMES, EXIT, GRID, IS_CORNER, N_CELLS, MAX_BLOCKS, MIN_BLOCKS, POLY,
-                              PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, REDUC, SIPHON_SCHEDULE_DELAY,
-                              UNDO, VIRUS, WARP)
-from ..core import bitboard, game, generation, rewards, spawn
 from .. import observation
-from ..env import HackMatrix
-from .protocol import CommandError, HeadlessGame, compiled
-from .raw_observation import (host_state, internal_state, numeric_observation, raw_observation,
-                              step_info)
-from ..viz.render_text import render_text
-from .scenario import ScenarioError, set_state
+from ..core import bitboard, game, generation, rewards, spawn
+from ..core.constants import (ACTION_SIPHON, BLOCK, ENEMY_MAX_HP, ENEMY_NAMES, N_CELLS, POLY,
+                              PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, REDUC, UNDO, VIRUS, WARP)
 from ..core.state import blank_state
-
-from .swift_build import BINARY_ENV_VAR
-
-# The protocol server runs as ``python -m envs.hackmatrix.swift_io.protocol`` from the root that
-# holds the ``envs`` package (this file is envs/hackmatrix/swift_io/parity_client.py).
-_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))))
-
-
-class EngineError(RuntimeError):
-    """The engine answered a request with ``{"error": ...}`` (or refused it in process)."""
-
-
-class StepResult(NamedTuple):
-    observation: dict
-    reward: float
-    done: bool
-    info: dict
-
-
-class Engine(abc.ABC):
-    """The parity interface. reset() and set_state(scenario) return the raw observation (§9.1);
-    step(action) a ``StepResult`` (§10.3); valid_actions() the ascending valid indices (§7);
-    internal_state() the ``getInternalState`` object."""
-
-    name = "engine"
-
-    @abc.abstractmethod
-    def reset(self) -> dict: ...
-
-    @abc.abstractmethod
-    def set_state(self, scenario: dict) -> dict: ...
-
-    @abc.abstractmethod
-    def step(self, action: int) -> StepResult: ...
-
-    @abc.abstractmethod
-    def valid_actions(self) -> list: ...
-
-    @abc.abstractmethod
-    def internal_state(self) -> dict: ...
-
-    def close(self) -> None:
-        pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
-
-class InProcessEngine(Engine):
-    """The JAX environment in this process. ``seed`` is the key stream of
-    ``protocol.HeadlessGame``: with the same seed and requests it matches our own server."""
-
-    name = "in-process"
-
-    def __init__(self, seed: int = 0, env=None):
-        self.game = HeadlessGame(seed=seed, env=env)
-
-    def _call(self, method, *args):
-        try:
-            return method(*args)
-        except ScenarioError as exc:
-            raise EngineError(f"Invalid state: {exc}") from exc
-        except CommandError as exc:
-            raise EngineError(str(exc)) from exc
-
-    def reset(self) -> dict:
-        return self._call(self.game.reset)
-
-    def set_state(self, scenario: dict) -> dict:
-        return self._call(self.game.set_state, scenario)
-
-    def step(self, action: int) -> StepResult:
-        return StepResult(*self._call(self.game.step, action))
-
-    def valid_actions(self) -> list:
-        return self.game.valid_actions()
-
-    def internal_state(self) -> dict:
-        return self.game.internal_state()
-
-    @property
-    def state(self):
-        """The current ``EnvState`` (for rendering a divergence)."""
-        return self.game.state
-
-
-def own_server_command(seed: int = 0) -> list:
-    """The command line of this project's server."""
-    return [sys.executable, "-m", "envs.hackmatrix.swift_io.protocol", "--seed", str(seed)]
-
-
-class ProtocolEngine(Engine):
-    """A subprocess speaking the protocol. ``command`` defaults to ``$HACKMATRIX_BINARY
-    --headless-cli`` when that variable is set, else to this project's server with ``seed``.
-    The process's stderr goes to ours (or to ``stderr`` if given)."""
-
-    def __init__(self, command: list | None = None, *, seed: int = 0, env: dict | None = None,
-                 stderr=None):
-        if command is None:
-            binary = os.environ.get(BINARY_ENV_VAR)
-            command = [binary, "--headless-cli"] if binary else own_server_command(seed)
-        self.command = list(command)
-        self.name = "protocol:" + os.path.basename(self.command[0])
-        self.process = subprocess.Popen(
-            self.command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=stderr,
-            cwd=_REPO_ROOT, env=env, text=True, encoding="utf-8", bufsize=1)
-
-    def send_line(self, line: str) -> dict:
-        """Send one raw request line and return the decoded reply (errors included)."""
-        if self.process.poll() is not None:
-            raise EngineError(f"{self.name} has exited with status {self.process.returncode}")
-        self.process.stdin.write(line.rstrip("\n") + "\n")
-        self.process.stdin.flush()
-        reply = self.process.stdout.readline()
-        if not reply:
-            raise EngineError(f"{self.name} sent no reply (exit status {self.process.poll()})")
-        return json.loads(reply)
-
-    def request(self, request: dict) -> dict:
-        """Send a request object; an ``{"error": ...}`` reply raises ``EngineError``."""
-        reply = self.send_line(json.dumps(request, separators=(",", ":")))
-        if "error" in reply:
-            raise EngineError(reply["error"])
-        return reply
-
-    def reset(self) -> dict:
-        return self.request({"action": "reset"})["observation"]
-
-    def set_state(self, scenario: dict) -> dict:
-        return self.request({"action": "setState", "state": scenario})["observation"]
-
-    def step(self, action: int) -> StepResult:
-        reply = self.request({"action": "step", "actionIndex": action})
-        return StepResult(reply["observation"], reply["reward"], reply["done"], reply["info"])
-
-    def valid_actions(self) -> list:
-        return self.request({"action": "getValidActions"})["validActions"]
-
-    def internal_state(self) -> dict:
-        return self.request({"action": "getInternalState"})
-
-    def close(self, timeout: float = 30.0) -> int | None:
-        """Close stdin (the protocol's end) and wait; returns the exit status."""
-        if self.process.poll() is None:
-            try:
-                self.process.stdin.close()
-                return self.process.wait(timeout=timeout)
-            except subprocess.TimeoutExpired:
-                self.process.kill()
-                self.process.wait()
-        return self.process.returncode
-
-
-# ------------------------------------------------------------------------------------------
-# Comparison helpers shared by the parity tests and scripts/parity_diff.py
-
-FLOAT_ABS_TOL, FLOAT_REL_TOL = 1e-5, 1e-6
-
-
-def floats_close(a: float, b: float) -> bool:
-    """Reward values are compared as numbers (decisions R7): 1e-5 absolute or 1e-6 relative."""
-    return abs(a - b) <= max(FLOAT_ABS_TOL, FLOAT_REL_TOL * max(abs(a), abs(b)))
-
-
-def json_differences(a, b, path: str = "") -> list:
-    """Paths where two JSON values differ; floats compared with ``floats_close``, ints and
-    bools exactly (a bool never equals an int)."""
-    if isinstance(a, dict) and isinstance(b, dict):
-        diffs = []
-        for key in sorted(set(a) | set(b)):
-            where = f"{path}.{key}" if path else key
-            if key not in a or key not in b:
-                diffs.append(f"{where}: {a.get(key, '<absent>')!r} != {b.get(key, '<absent>')!r}")
-            else:
-                diffs += json_differences(a[key], b[key], where)
-        return diffs
-    if isinstance(a, list) and isinstance(b, list):
-        if len(a) != len(b):
-            return [f"{path}: length {len(a)} != {len(b)} ({a!r} != {b!r})"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in json_differences(x, y, f"{path}[{i}]")]
-    if isinstance(a, bool) or isinstance(b, bool):
-        return [] if a is b else [f"{path}: {a!r} != {b!r}"]
-    if isinstance(a, (int, float)) and isinstance(b, (int, float)):
-        if isinstance(a, int) and isinstance(b, int):
-            return [] if a == b else [f"{path}: {a!r} != {b!r}"]
-        return [] if floats_close(float(a), float(b)) else [f"{path}: {a!r} != {b!r}"]
-    return [] if a == b else [f"{path}: {a!r} != {b!r}"]
-
-
-# ------------------------------------------------------------------------------------------
-# Lockstep differential run (the in-process env against a protocol engine)
-
-class Divergence(NamedTuple):
-    trajectory: int
-    step: int  # steps taken in the trajectory before the diverging request
-    request: str  # what was compared: "reset", "step <action>", "validActions", ...
-    differences: list
-    board: str  # render_text(reveal=True) of the reference state before the request
-
-    def report(self) -> str:
-        lines = [f"first divergence: trajectory {self.trajectory}, after {self.step} steps, "
-                 f"on {self.request}", "reference board before it (hidden parts revealed):",
-                 self.board, "differences (reference != candidate):"]
-        lines += [f"  {d}" for d in self.differences[:40]]
-        if len(self.differences) > 40:
-            lines.append(f"  ... {len(self.differences) - 40} more")
-        return "\n".join(lines)
-
-
-def lockstep(reference: InProcessEngine, candidate: Engine, *, trajectories: int, steps: int,
-             seed: int = 0, progress=None):
-    """Play ``trajectories`` random-valid-action games of at most ``steps`` steps on both engines
-    in lockstep, comparing every reply; stops at the first difference.
-
-    Both engines are reset at the start of each trajectory, so they must share the key stream:
-    our server started with the reference's seed, nothing sent to either before. (The Swift
-    build has its own randomness: ``OracleLockstep`` below is the lockstep run against it.)
-    Actions are drawn uniformly from the valid actions with ``numpy`` seeded by ``seed``.
-    Returns (Divergence or None, number of steps compared)."""
-    rng = np.random.default_rng(seed)
-    compared = 0
-
-    def diverged(t, k, request, ref, cand, board):
-        diffs = json_differences(ref, cand)
-        return Divergence(t, k, request, diffs, board) if diffs else None
-
-    for t in range(trajectories):
-        board = "(no game yet)" if reference.state is None else render_text(reference.state,
-                                                                           reveal=True)
-        divergence = diverged(t, 0, "reset", reference.reset(), candidate.reset(), board)
-        if divergence:
-            return divergence, compared
-        for k in range(steps):
-            board = render_text(reference.state, reveal=True)
-            valid = reference.valid_actions()
-            divergence = diverged(t, k, "getValidActions", valid, candidate.valid_actions(), board)
-            if divergence:
-                return divergence, compared
-            if not valid:
-                break
-            action = int(rng.choice(valid))
-            ref, cand = reference.step(action), candidate.step(action)
-            divergence = diverged(t, k, f"step {action}", ref._asdict(), cand._asdict(), board)
-            if divergence is None:
-                divergence = diverged(t, k, f"getInternalState after step {action}",
-                                      reference.internal_state(), candidate.internal_state(),
-                                      board)
-            if divergence:
-                return divergence, compared
-            compared += 1
-            if progress is not None:
-                progress(t, k)
-            if ref.done:
-                break
-    return None, compared
-
-
-# ==========================================================================================
-# Oracle lockstep (issue 14): the Swift binary drives the game, a JAX mirror of its state follows
-#
-# Swift's randomness is its own (unseeded), so the two engines cannot share draws. Instead the
-# mirror is an ``EnvState`` equal to Swift's whole game state (scheduler, history, disabled
-# counters, siphoned floor ... everything, not only what setState can express). Every step is
-# played on Swift and then on the mirror from the same state, and every reply is compared:
-# observation (JSON and numeric), reward and breakdown, done, info, internal state, valid actions.
-# Where the step draws randomness (game-rules §13), the mirror must reproduce Swift's outcome:
-#
-# * enemy order (the shuffle of each enemy step), WARP's pick and POLY's types: the mirror's own
-#   engine must give exactly Swift's outcome with some key (the step's key, then random keys,
-#   then fitted draws: see ``OracleLockstep._search``);
-# * spawn cells and types of transmissions (scheduled, siphon, stage start) and the new stage's
-#   board: Swift's outcome is adopted into the mirror after a support check (each transmission on
-#   a spawn-empty cell, out of the line of fire when one was free; the board a possible output of
-#   the generator: corners, block count, validator, payloads, resources). Adoption cannot show a
-#   law of ours that allows more outcomes than Swift's, so each adopted draw is also paired with
-#   the mirror's own draw in the same situation (``paired_draws``, tested by the soak script),
-#   and scripts/swift_generation_stats.py compares the laws in controlled situations.
-#
-# Some of what Swift drew stays hidden until the game reveals it: a transmission's enemy type
-# (shown at hatching, or under SHOW), the content of a question block (shown when siphoned), the
-# list order of transmissions spawned by one call (shown when they hatch), and which member of a
-# spawn call that mixed a scheduled and siphon transmissions is the scheduled one. The mirror
-# holds a guess for each, the harness remembers that it is a guess (``Notes``, kept through UNDO
-# by a shadow of Swift's history), and sets the true value as soon as Swift reveals it, before
-# the step that depends on it is compared. The siphon-quality reward and REDUC's validity can
-# depend on still-hidden question blocks: there the guess is fitted to Swift's value when some
-# content gives it, and the step diverges when none does.
-
-
-class OracleDivergence(Exception):
-    """Swift's reply to a step cannot be reproduced by the mirror (or fails a support check).
-    ``state`` and ``swift`` (the mirror before the step and Swift's reply) allow a replay."""
-
-    def __init__(self, kind: str, action, differences: list, board: str, state=None,
-                 swift=None):
-        self.kind, self.action, self.differences, self.board = kind, action, differences, board
-        self.state, self.swift = state, swift
-        super().__init__(self.report())
-
-    def report(self) -> str:
-        lines = [f"divergence ({self.kind}) on action {self.action}",
-                 "mirror before the step (hidden parts revealed):", self.board,
-                 "differences (mirror != Swift):"]
-        lines += [f"  {d}" for d in self.differences[:40]]
-        if len(self.differences) > 40:
-            lines.append(f"  ... {len(self.differences) - 40} more")
-        return "\n".join(lines)
-
-
-@dataclasses.dataclass
-class TransmissionNote:
-    """What the harness knows of one live transmission of the mirror (keyed by slot)."""
-
-    kind_known: bool = True
-    provenance_known: bool = True
-    group: int = -1  # the Swift spawn call that made it, while its order in that call is unknown
-
-
-@dataclasses.dataclass
-class Notes:
-    """Which parts of the mirror are guesses: transmissions by slot, and unrevealed question
-    blocks by cell (the value is the number of REDUC uses since the block was generated)."""
-
-    transmissions: dict = dataclasses.field(default_factory=dict)
-    questions: dict = dataclasses.field(default_factory=dict)
-
-    def copy(self) -> "Notes":
-        return Notes({slot: dataclasses.replace(note) for slot, note in self.transmissions.items()},
-                     dict(self.questions))
+from ..env import HackMatrix
+from ..viz.render_text import render_text
+from .adoption import (QUESTION_SPAWN_RANGE, Notes, TransmissionNote, board_features,
+                       board_problems, cross_cells, drop_new_transmissions, grid_from_observation,
+                       new_game_problems, reorder_within_groups, requested_spawns,
+                       spawn_features, spawn_problems, write_head_snapshot)
+from .compare import floats_close, mirror_differences, mirror_step_differences
+from .divergence import OracleDivergence
+from .draw_fitting import (DRAW_KEYS, KEY_MOVES, ORDER_BUDGET, Draws, SwiftOutcome,
+                           move_enemies, moved, place_in_order, stack_states, swapped)
+from .engines import Engine
+from .protocol import compiled
+from .scenario import set_state
 
 
 class SwiftStep(NamedTuple):
+    """Swift's reply to a step, with its internal state and valid actions asked right after."""
+
     observation: dict
     reward: float
     done: bool
@@ -386,6 +77,8 @@ class SwiftStep(NamedTuple):
 
 @dataclasses.dataclass
 class _Candidate:
+    """The mirror's outcome of one step under one key (and one variant of its guesses)."""
+
     state: object  # host (numpy) EnvState
     reward: float
     done: bool
@@ -423,7 +116,8 @@ def _mirror_functions(env, search_batch: int):
                               e.from_scheduled, e.from_siphon], axis=-1).astype(jnp.int32)[order]
         old = t.active & (t.seq < first_new_seq)
         extra = jnp.concatenate([e.last_row[order], e.last_col[order],
-                                 jnp.where(old, t.row * 8 + t.col, -1), jnp.where(old, t.turns, -9)])
+                                 jnp.where(old, t.row * 8 + t.col, -1),
+                                 jnp.where(old, t.turns, -9)])
         player = jnp.stack([p.row, p.col, p.hp, p.credits, p.energy, p.data_siphons, p.score,
                             p.attack]).astype(jnp.int32)
         return reported, player, extra.astype(jnp.int32)
@@ -462,8 +156,6 @@ def _mirror_functions(env, search_batch: int):
 
 
 _SIPHON_QUALITY_BATCH = 64  # siphon-quality variants evaluated per call (one compiled shape)
-_QUESTION_SPAWN_RANGE = (1, 9)  # a question block's spawn count before REDUC (points or cost)
-_UNLIKELY = 1e-6  # a Swift outcome rarer than this under the rules fails its support check
 
 
 class OracleLockstep:
@@ -471,10 +163,10 @@ class OracleLockstep:
 
     ``reset()`` / ``set_state(scenario)`` start a game on Swift and build the mirror from it;
     ``step(action)`` plays one action on both and raises ``OracleDivergence`` when the mirror
-    cannot reproduce Swift's reply (see the section comment above). ``stats`` counts what each
+    cannot reproduce Swift's reply (see the module docstring). ``stats`` counts what each
     step needed: random draws by kind, key searches, adoptions, hidden values revealed."""
 
-    def __init__(self, swift: ProtocolEngine, *, env=None, seed: int = 0,
+    def __init__(self, swift: Engine, *, env=None, seed: int = 0,
                  search_batch: int = 256, search_rounds: int = 2):
         self.swift = swift
         self.env = env if env is not None else HackMatrix()
@@ -505,7 +197,7 @@ class OracleLockstep:
                 ("score", "score"), ("attack", "baseAttack"))})
         notes = Notes()
         state, problems = self._adopt_board(state.replace(player=player), obs, notes)
-        problems += _new_game_problems(obs)
+        problems += new_game_problems(obs)
         self._start(state, notes, obs, "reset", problems)
         self.stats["resets"] += 1
         return obs
@@ -666,14 +358,14 @@ class OracleLockstep:
         samples = []
         if flags["stage_complete"] and not flags["won"]:
             ours = board_features(state, first_new_seq)
-            state = _drop_new_transmissions(state, first_new_seq)
+            state = drop_new_transmissions(state, first_new_seq)
             notes.transmissions = {slot: note for slot, note in notes.transmissions.items()
                                    if state.transmissions.active[slot]}
             state, problems = self._adopt_board(state, swift.observation, notes)
             samples.append(("board", ours, board_features(state, first_new_seq)))
             events["adopted_boards"] += 1
         elif pushed:
-            requested = _requested_spawns(pre, state, action)
+            requested = requested_spawns(pre, state, action)
             if sum(requested):
                 ours = spawn_features(state, first_new_seq)
                 state, problems = self._adopt_spawns(state, pre, notes, swift.observation,
@@ -682,13 +374,13 @@ class OracleLockstep:
                 events["adopted_spawns"] += 1
         self._reveal_shown_kinds(state, notes, swift.observation, events)
         if pushed:  # the snapshot just pushed is the end-of-turn state, adoptions included
-            state = _write_head_snapshot(state)
+            state = write_head_snapshot(state)
         mask = np.asarray(self.fn.mask(state))
         if self._fit_reduc_validity(state, notes, swift.valid, mask):
             events["reduc_validity_fitted"] += 1
             mask = np.asarray(self.fn.mask(state))
             if pushed:
-                state = _write_head_snapshot(state)
+                state = write_head_snapshot(state)
         return _Candidate(state, reward, done, breakdown, flags, notes, pushed, popped, mask,
                           events, problems, samples)
 
@@ -698,19 +390,19 @@ class OracleLockstep:
         draws are fitted: the engine's draws are per enemy slot, and slots carry no meaning (list
         order is ``seq``), so placing the enemies in chosen slots under a chosen key realises any
         wanted processing order or POLY type, and a key scan any WARP pick."""
-        target = _SwiftOutcome(swift)
+        target = SwiftOutcome(swift)
         tried = set()
         batch = self.fn.search_batch
-        states = _stack([pre] * batch)
+        states = stack_states([pre] * batch)
         for round_ in range(self.search_rounds):
             keys = jax.random.split(jax.random.fold_in(key, round_ + 1), batch)
             candidate = self._try_batch(pre, notes, action, swift, target, keys, states, tried)
             if candidate is not None:
                 self.stats["search_rounds"] += round_ + 1
                 return candidate
-        keys = jax.random.split(jax.random.fold_in(key, 2 ** 31 - 1), _DRAW_KEYS)
+        keys = jax.random.split(jax.random.fold_in(key, 2 ** 31 - 1), DRAW_KEYS)
         shuffle0, shuffle1, bits = _host_tree(self.fn.draws(keys))
-        draws = _Draws(np.asarray(keys), shuffle0, shuffle1, bits, np.argsort(shuffle0, axis=1))
+        draws = Draws(np.asarray(keys), shuffle0, shuffle1, bits, np.argsort(shuffle0, axis=1))
         if action == PROGRAM_ACTION_OFFSET + POLY:
             return self._fit_poly(pre, notes, action, swift, target, draws)
         if action == PROGRAM_ACTION_OFFSET + WARP:
@@ -749,7 +441,7 @@ class OracleLockstep:
             if found is None:
                 continue
             first, k = found
-            candidate = self._candidate(_place_in_order(pre, first, k, draws), notes, action,
+            candidate = self._candidate(place_in_order(pre, first, k, draws), notes, action,
                                         draws.keys[k], swift)
             if not self._differences(candidate, swift):
                 self.stats["order_fits"] += 1
@@ -766,7 +458,7 @@ class OracleLockstep:
             chunk = chunk + [chunk[0]] * (batch - len(chunk))
             reported, _, _ = _host_tree(self.fn.signatures(
                 np.stack([draws.keys[k] for _, k in chunk]),
-                _stack([_place_in_order(pre, first, k, draws) for first, k in chunk]),
+                stack_states([place_in_order(pre, first, k, draws) for first, k in chunk]),
                 np.int32(action), np.int32(pre.next_seq)))
             reports += list(reported[:min(batch, len(placements) - start)])
         return reports
@@ -776,13 +468,13 @@ class OracleLockstep:
         moves: swap two enemies or move one elsewhere in the step-0 order, or another draw key
         (another step-1 order); random restarts. Returns a placement or None."""
         rng = np.random.default_rng(len(acting))
-        budget, batch = _ORDER_BUDGET, self.fn.search_batch
+        budget, batch = ORDER_BUDGET, self.fn.search_batch
         n, keys = len(acting), len(draws.keys)
 
         def neighbours(first, k):
-            moves = [(_swapped(first, i, j), k) for i in range(n) for j in range(i + 1, n)]
-            moves += [(_moved(first, i, j), k) for i in range(n) for j in range(n) if abs(i - j) > 1]
-            return moves + [(first, int(other)) for other in rng.integers(0, keys, _KEY_MOVES)]
+            moves = [(swapped(first, i, j), k) for i in range(n) for j in range(i + 1, n)]
+            moves += [(moved(first, i, j), k) for i in range(n) for j in range(n) if abs(i - j) > 1]
+            return moves + [(first, int(other)) for other in rng.integers(0, keys, KEY_MOVES)]
 
         while budget > 0:
             placement = ([int(x) for x in rng.permutation(acting)], int(rng.integers(0, keys)))
@@ -809,7 +501,7 @@ class OracleLockstep:
         Returns a placement or None."""
         e = pre.enemies
         rank = {slot: i for i, slot in enumerate(survivors)}
-        budget, batch = [_ORDER_BUDGET], self.fn.search_batch
+        budget, batch = [ORDER_BUDGET], self.fn.search_batch
 
         def checked(report, c):
             return np.array_equal(report[rank[c]], target.enemies[rank[c]])
@@ -875,7 +567,7 @@ class OracleLockstep:
             free = {d: list(np.flatnonzero(slot_draws[k] == d)) for d in range(3)}
             if all(len(free[d]) >= sum(v == d for v in need.values()) for d in range(3)):
                 placement = {slot: int(free[d].pop(0)) for slot, d in need.items()}
-                candidate = self._candidate(_move_enemies(pre, placement), notes, action,
+                candidate = self._candidate(move_enemies(pre, placement), notes, action,
                                             draws.keys[k], swift)
                 if not self._differences(candidate, swift):
                     self.stats["poly_fits"] += 1
@@ -912,7 +604,7 @@ class OracleLockstep:
         Swift's observation after the step, their spawn count from it and the REDUC uses."""
         if action != ACTION_SIPHON or pre.player.data_siphons <= 0:
             return
-        for cell in _cross_cells(int(pre.player.row), int(pre.player.col)):
+        for cell in cross_cells(int(pre.player.row), int(pre.player.col)):
             if cell not in notes.questions or pre.grid.siphoned[cell]:
                 continue
             block = swift.observation["cells"][cell // 6][cell % 6].get("block")
@@ -973,7 +665,7 @@ class OracleLockstep:
         hidden = [cell for cell in notes.questions if not state.grid.siphoned[cell]]
         if bool(mask[action]) == swift_valid or not hidden:
             return False
-        low, high = _QUESTION_SPAWN_RANGE
+        low, high = QUESTION_SPAWN_RANGE
         for cell in hidden:
             state.grid.spawn[cell] = max(0, (high if swift_valid else low) - notes.questions[cell])
         return True
@@ -1002,13 +694,14 @@ class OracleLockstep:
                 events["kinds_revealed_hatching"] += 1
             if not note.provenance_known:
                 scheduled, siphon = entry["isFromScheduledTask"], entry["spawnedFromSiphon"]
-                changed |= bool(t.from_scheduled[slot] != scheduled or t.from_siphon[slot] != siphon)
+                changed |= bool(t.from_scheduled[slot] != scheduled
+                                or t.from_siphon[slot] != siphon)
                 t.from_scheduled[slot], t.from_siphon[slot] = scheduled, siphon
                 note.provenance_known = True
                 events["provenance_revealed"] += 1
             order.append(slot)
         if [int(s) for s in sorted(order, key=lambda s: t.seq[s])] != order:
-            if _reorder_within_groups(t, notes, order):
+            if reorder_within_groups(t, notes, order):
                 changed = True
                 events["spawn_order_revealed"] += 1
         return changed
@@ -1048,27 +741,27 @@ class OracleLockstep:
     def _adopt_board(self, state, obs, notes):
         """A new stage's board (game-rules §3.3) from Swift's observation: grid, exit and the
         stage-start transmissions. Returns (state, failed support checks)."""
-        grid, exit_cell, questions = _grid_from_observation(obs, state.grid)
+        grid, exit_cell, questions = grid_from_observation(obs, state.grid)
         notes.questions = {cell: 0 for cell in questions}
         state = state.replace(grid=grid, exit_row=np.int32(exit_cell // 6),
                               exit_col=np.int32(exit_cell % 6))
         before = jax.tree.map(np.array, state)
         state, added = self._append_transmissions(state, notes, obs, [(False, False)] * N_CELLS)
-        return state, (_board_problems(self.fn, before, obs, exit_cell)
-                       + _spawn_problems(self.fn, before, added, int(state.stage)))
+        return state, (board_problems(self.fn, before, obs, exit_cell)
+                       + spawn_problems(self.fn, before, added, int(state.stage)))
 
     def _adopt_spawns(self, state, pre, notes, obs, requested, first_new_seq):
         """Scheduled and siphon transmissions of this enemy turn (§7.2 steps 5-6): Swift's cells
         replace the mirror's; flags as requested (scheduled first)."""
         n_scheduled, n_siphon = requested
-        state = _drop_new_transmissions(state, first_new_seq)
+        state = drop_new_transmissions(state, first_new_seq)
         notes.transmissions = {slot: note for slot, note in notes.transmissions.items()
                                if state.transmissions.active[slot]}
         before = jax.tree.map(np.array, state)
         mixed = n_scheduled > 0 and n_siphon > 0
         flags = [(i < n_scheduled, i >= n_scheduled) for i in range(n_scheduled + n_siphon)]
         state, added = self._append_transmissions(state, notes, obs, flags, mixed=mixed)
-        problems = _spawn_problems(self.fn, before, added, n_scheduled + n_siphon)
+        problems = spawn_problems(self.fn, before, added, n_scheduled + n_siphon)
         return state, problems
 
     def _append_transmissions(self, state, notes, obs, flags, mixed=False):
@@ -1100,43 +793,17 @@ class OracleLockstep:
 
     # --- comparing ------------------------------------------------------------------------
 
+    def _numeric(self, state):
+        return _host_tree(self.fn.numeric(state))
+
     def _differences(self, candidate: _Candidate, swift: SwiftStep) -> list:
-        diffs = self._observation_differences(candidate, swift)
-        if not floats_close(candidate.reward, swift.reward):
-            diffs.append(f"reward: {candidate.reward!r} != {swift.reward!r}")
-        if candidate.done != swift.done:
-            diffs.append(f"done: {candidate.done} != {swift.done}")
-        info = step_info(candidate.breakdown, candidate.flags["invalid_action"],
-                         candidate.flags["stage_complete"], candidate.flags["died"])
-        diffs += [f"info.{d}" for d in json_differences(info, swift.info)]
-        return diffs
+        return mirror_step_differences(candidate, swift, self._numeric)
 
     def _observation_differences(self, candidate: _Candidate, swift: SwiftStep) -> list:
-        """Raw observation, numeric observation (§9.2), internal state and valid actions."""
-        host = host_state(candidate.state)
-        diffs = [f"observation.{d}" for d in json_differences(raw_observation(host),
-                                                               swift.observation)]
-        diffs += [f"internal.{d}" for d in json_differences(internal_state(host), swift.internal)]
-        valid = [int(i) for i in np.flatnonzero(candidate.mask)]
-        if valid != swift.valid:
-            diffs.append(f"validActions: {valid} != {swift.valid}")
-        if not diffs:  # the numeric encoding of equal JSON must be equal too
-            ours = _host_tree(self.fn.numeric(candidate.state))
-            theirs = numeric_observation(swift.observation)
-            for part in ("player", "programs", "grid"):
-                if not np.allclose(getattr(ours, part), theirs[part], atol=1e-6):
-                    where = np.argwhere(~np.isclose(getattr(ours, part), theirs[part], atol=1e-6))
-                    diffs.append(f"numeric {part} differs at {where[:5].tolist()}")
-        return diffs
+        return mirror_differences(candidate.state, candidate.mask, swift, self._numeric)
 
     def _board(self) -> str:
         return "(no game)" if self.state is None else render_text(self.state, reveal=True)
-
-
-def _cross_cells(row: int, col: int) -> list:
-    """The siphon cross (centre, U, D, L, R) on the board (game-rules §6)."""
-    cells = [(row, col), (row + 1, col), (row - 1, col), (row, col - 1), (row, col + 1)]
-    return [r * 6 + c for r, c in cells if 0 <= r < 6 and 0 <= c < 6]
 
 
 def _history_moves(pre, state) -> tuple:
@@ -1148,278 +815,3 @@ def _history_moves(pre, state) -> tuple:
     popped = int(h1.size) == int(h0.size) - 1 and int(h1.head) == (int(h0.head) - 1) % capacity
     return pushed and not popped, popped
 
-
-_DRAW_KEYS = 8192  # keys whose per-slot draws the fitting searches choose from
-_ORDER_BUDGET = 400  # batches of candidate placements one order fit may evaluate
-_KEY_MOVES = 16  # other draw keys (other step-1 orders) among a hill-climbing step's moves
-
-
-class _Draws(NamedTuple):
-    keys: np.ndarray  # [K, 2]
-    shuffle0: np.ndarray  # [K, E]: ascending = processing order of enemy step 0
-    shuffle1: np.ndarray  # [K, E]: the same for step 1 (viruses only act there)
-    bits: np.ndarray  # [K, E + 1]: program bits (POLY per slot, WARP the last)
-    rank0: np.ndarray  # [K, E]: slots in step-0 processing order
-
-
-class _SwiftOutcome:
-    """Swift's enemy list and player after a step, to score candidate outcomes against."""
-
-    def __init__(self, swift: SwiftStep):
-        self.enemies = np.array(
-            [[1, ENEMY_NAMES.index(e["type"]), e["row"], e["col"], e["hp"], e["disabledTurns"],
-              e["isStunned"], e["isFromScheduledTask"], e["spawnedFromSiphon"]]
-             for e in swift.internal["enemies"]], np.int32).reshape(-1, 9)
-        obs = swift.observation
-        self.player = np.array([obs["playerRow"], obs["playerCol"], obs["playerHP"],
-                                obs["credits"], obs["energy"], obs["dataSiphons"], obs["score"],
-                                obs["baseAttack"]], np.int32)
-        self.perfect = len(self.enemies) + 1
-
-    def score(self, reported, players):
-        """Per candidate: enemy-list entries equal to Swift's, +1 if the player is equal, and
-        -1 per extra enemy."""
-        n = len(self.enemies)
-        equal = np.all(reported[:, :n] == self.enemies, axis=2).sum(axis=1)
-        extra = reported[:, n:, 0].sum(axis=1)
-        return equal - extra + np.all(players == self.player, axis=1)
-
-    def matches(self, reported, players):
-        return self.score(reported, players) == self.perfect
-
-    def entries_equal(self, reported) -> int:
-        """Entries of one candidate's enemy list equal to Swift's."""
-        n = len(self.enemies)
-        return int(np.sum(np.all(reported[:n] == self.enemies, axis=1)))
-
-
-def _stack(states):
-    return jax.tree.map(lambda *xs: np.stack(xs), *states)
-
-
-def _swapped(order, i, j):
-    order = list(order)
-    order[i], order[j] = order[j], order[i]
-    return order
-
-
-def _moved(order, i, j):
-    order = list(order)
-    order.insert(j, order.pop(i))
-    return order
-
-
-def _move_enemies(state, placement):
-    """``state`` with each enemy of ``placement`` (slot -> new slot) moved to its new slot and
-    the other slots filling the rest: the same game, as slots carry no meaning."""
-    n_slots = state.enemies.active.shape[0]
-    source = np.full(n_slots, -1)
-    for old, new in placement.items():
-        source[new] = old
-    rest = [s for s in range(n_slots) if s not in placement]
-    source[source < 0] = rest
-    return state.replace(enemies=jax.tree.map(lambda x: x[source], state.enemies))
-
-
-def _place_in_order(state, first, k: int, draws: _Draws):
-    """``state`` with the enemies of ``first`` moved to the slots that draw key ``k`` shuffles
-    first in enemy step 0, in that order: under that key the engine processes them in that
-    order in step 0 (and the viruses among them in step 1 in the order of their slots' step-1
-    shuffle keys)."""
-    return _move_enemies(state, dict(zip(first, (int(x) for x in draws.rank0[k, :len(first)]))))
-
-
-def _write_head_snapshot(state):
-    """The newest snapshot := the current transmissions and grid (the harness edited them after
-    the push; the push itself was the end-of-turn state)."""
-    history = state.history
-    head = int(history.head)
-
-    def put(ring, value):
-        ring = np.array(ring)
-        ring[head] = value
-        return ring
-
-    snapshots = history.snapshots.replace(
-        transmissions=jax.tree.map(put, history.snapshots.transmissions, state.transmissions),
-        grid=jax.tree.map(put, history.snapshots.grid, state.grid))
-    return state.replace(history=history.replace(snapshots=snapshots))
-
-
-def _drop_new_transmissions(state, first_new_seq: int):
-    """Remove the transmissions the mirror's own draws created this step (seq >= first_new_seq)."""
-    t = state.transmissions
-    new = t.active & (t.seq >= first_new_seq)
-    return state.replace(transmissions=t.replace(active=t.active & ~new))
-
-
-def _requested_spawns(pre, state, action) -> tuple:
-    """(scheduled, siphon) transmissions the enemy turn asked for (§7.2 steps 5-6, §9): the
-    scheduled task fired iff it moved nextScheduledTaskTurn; the siphon ones are the pending
-    count before the turn (the step's own siphon included)."""
-    siphoned = action == ACTION_SIPHON and pre.player.data_siphons > 0
-    next_before = int(pre.next_sched_turn) + (SIPHON_SCHEDULE_DELAY if siphoned else 0)
-    scheduled = int(int(state.next_sched_turn) != next_before)
-    pending = int(pre.pending_siphon)
-    if siphoned:
-        g = pre.grid
-        pending += sum(int(g.spawn[c]) for c in _cross_cells(int(pre.player.row), int(pre.player.col))
-                       if g.content[c] == BLOCK and not g.siphoned[c])
-    return scheduled, pending
-
-
-def _reorder_within_groups(t, notes, order) -> bool:
-    """Give the slots of ``order`` (Swift's list order) the same seqs, permuted, provided that
-    only members of one spawn call change places; False otherwise (the comparison reports it)."""
-    group = lambda slot: notes.transmissions.get(slot, TransmissionNote()).group  # noqa: E731
-    for i, a in enumerate(order):
-        for b in order[i + 1:]:
-            if (group(a) < 0 or group(a) != group(b)) and t.seq[a] > t.seq[b]:
-                return False
-    seqs = sorted(int(t.seq[s]) for s in order)
-    for slot, seq in zip(order, seqs):
-        t.seq[slot] = seq
-    return True
-
-
-def _grid_from_observation(obs, template):
-    """(Grid, exit cell, question cells) of a freshly generated board in Swift's observation.
-    A question block's content is a guess (data, 1 point, spawn count 9) until revealed."""
-    arrays = {name: np.zeros(N_CELLS, np.int32) for name in ("content", "points", "spawn", "credits",
-                                                        "energy")}
-    program = np.full(N_CELLS, -1, np.int32)
-    question, siphoned, centre = (np.zeros(N_CELLS, bool) for _ in range(3))
-    exit_cell, questions = -1, []
-    for r in range(6):
-        for c in range(6):
-            cell, view = r * 6 + c, obs["cells"][r][c]
-            arrays["content"][cell] = (EXIT if view["isExit"] else
-                                       DATA_SIPHON if view["isDataSiphon"] else EMPTY)
-            if view["isExit"] and exit_cell < 0:
-                exit_cell = cell
-            block = view.get("block")
-            if block is not None:
-                arrays["content"][cell] = BLOCK
-                siphoned[cell] = block["isSiphoned"]
-                if block["blockType"] == "question":
-                    question[cell] = True
-                    arrays["points"][cell] = 1
-                    arrays["spawn"][cell] = _QUESTION_SPAWN_RANGE[1]
-                    questions.append(cell)
-                elif block["blockType"] == "program":
-                    program[cell] = block["programActionIndex"] - PROGRAM_ACTION_OFFSET
-                    arrays["spawn"][cell] = block["transmissionSpawnCount"]
-                else:
-                    arrays["points"][cell] = block["points"]
-                    arrays["spawn"][cell] = block["transmissionSpawnCount"]
-            arrays["credits"][cell] = view.get("credits", 0)
-            arrays["energy"][cell] = view.get("energy", 0)
-            centre[cell] = view["siphonCenter"]
-    grid = template.replace(program=program, question=question, siphoned=siphoned,
-                            siphon_center=centre, **arrays)
-    return grid, exit_cell, questions
-
-
-def spawn_features(state, first_new_seq: int) -> dict:
-    """Features of the transmissions a turn spawned (seq >= ``first_new_seq``), to compare the
-    mirror's own spawns with Swift's in the same situations: how many share the player's row or
-    column (the line-of-fire rule, §3.6) and their distances to the player."""
-    t, p = state.transmissions, state.player
-    new = np.flatnonzero(t.active & (t.seq >= first_new_seq))
-    in_line = sum(int(t.row[s] == p.row or t.col[s] == p.col) for s in new)
-    distance = np.zeros(2 * (GRID - 1), np.int64)
-    for s in new:
-        distance[abs(int(t.row[s]) - int(p.row)) + abs(int(t.col[s]) - int(p.col)) - 1] += 1
-    return {"in the player's row or column": np.array([in_line, len(new) - in_line]),
-            "distance to the player": distance}
-
-
-def board_features(state, first_new_seq: int) -> dict:
-    """Features of a stage's new board (§3.3-§3.6), as ``spawn_features`` for spawns: block
-    count and cells, block kinds, exit corner and the stage-start transmissions."""
-    g = state.grid
-    blocks = g.content == BLOCK
-    count = np.zeros(MAX_BLOCKS + 1, np.int64)
-    count[int(np.sum(blocks))] += 1
-    exit_corner = np.array([int(g.content[c] == EXIT) for c in CORNER_CELLS])
-    kinds = np.array([np.sum(blocks & ~g.question & (g.program < 0)),
-                      np.sum(blocks & ~g.question & (g.program >= 0)), np.sum(blocks & g.question)])
-    features = {"block count": count, "block cells": blocks.astype(np.int64),
-                "block kinds": kinds, "exit corner": exit_corner}
-    features.update({f"stage-start transmissions {name}": value
-                     for name, value in spawn_features(state, first_new_seq).items()})
-    return features
-
-
-def _new_game_problems(obs) -> list:
-    """§3.1: the player on a corner with exactly one starting bonus (§1.5)."""
-    problems = []
-    if (obs["playerRow"], obs["playerCol"]) not in ((0, 0), (0, 5), (5, 0), (5, 5)):
-        problems.append(f"new game: player at ({obs['playerRow']},{obs['playerCol']}), not a corner")
-    bonus = [(obs["credits"], obs["energy"], obs["dataSiphons"]) == b
-             for b in ((10, 0, 0), (0, 11, 0), (0, 0, 1))]
-    if sum(bonus) != 1:
-        problems.append(f"new game: starting bonus credits/energy/siphons "
-                        f"{obs['credits']}/{obs['energy']}/{obs['dataSiphons']}")
-    return problems
-
-
-def _board_problems(fn, state, obs, exit_cell) -> list:
-    """Is Swift's new board a possible output of stage generation (game-rules §3.3-§3.5)?"""
-    g = state.grid
-    problems = []
-    player = int(state.player.row) * 6 + int(state.player.col)
-    corners = [int(c) for c in CORNER_CELLS]
-    others = [c for c in corners if c not in (player, exit_cell)]
-    if exit_cell not in corners or exit_cell == player or int(np.sum(g.content == EXIT)) != 1:
-        problems.append(f"board: exit at cell {exit_cell} (player at {player})")
-    if [int(g.content[c]) for c in others] != [DATA_SIPHON] * 2 or g.content[player] != EMPTY:
-        problems.append(f"board: corners {[int(g.content[c]) for c in corners]}")
-    blocks = g.content == BLOCK
-    count = int(np.sum(blocks))
-    e, t = state.enemies, state.transmissions
-    occupied = np.zeros(N_CELLS, bool)
-    occupied[(e.row * 6 + e.col)[e.active]] = True
-    occupied[(t.row * 6 + t.col)[t.active]] = True
-    if count and not MIN_BLOCKS <= count <= MAX_BLOCKS:
-        problems.append(f"board: {count} blocks")
-    if np.any(blocks & (IS_CORNER | occupied)):
-        problems.append("board: a block on a corner or under an enemy or transmission")
-    if count and not bool(fn.layout_valid(blocks, np.int32(exit_cell))):
-        problems.append("board: the block layout fails GridValidator")
-    visible = blocks & ~g.question
-    data, program = visible & (g.program < 0), visible & (g.program >= 0)
-    if np.any(data & ((g.points < 1) | (g.points > 9) | (g.spawn != g.points))):
-        problems.append("board: a data block's points or spawn count")
-    if np.any(program & (g.spawn != PROGRAM_SPAWN_COST[np.maximum(g.program, 0)])):
-        problems.append("board: a program block's spawn count")
-    if len(set(g.program[program].tolist())) != int(np.sum(program)):
-        problems.append("board: a program twice")
-    floor = (g.content == EMPTY) | (g.content == DATA_SIPHON)
-    amount = g.credits + g.energy
-    if np.any(floor & ((amount < 1) | (amount > 3) | ((g.credits > 0) & (g.energy > 0)))) or \
-            np.any(~floor & ~blocks & (amount > 0)):
-        problems.append("board: resources")
-    if np.any(g.siphoned) or np.any(g.siphon_center):
-        problems.append("board: siphon marks on a new board")
-    return problems
-
-
-def _spawn_problems(fn, before, cells, requested) -> list:
-    """Are Swift's new transmissions a possible output of spawnRandomTransmissions (§3.6)? Each
-    on a spawn-empty cell; in the line of fire only if pass 1 (100 tries for an empty cell out of
-    it) plausibly failed; fewer than asked only if both passes plausibly failed."""
-    spawn_empty, line_of_fire = (np.asarray(m) for m in fn.spawn_masks(before))
-    problems = []
-    chosen = [r * 6 + c for r, c in cells]
-    if any(not spawn_empty[c] for c in chosen):
-        problems.append(f"spawn: a transmission on a cell that is not spawn-empty: {cells}")
-    out_of_line = int(np.sum(spawn_empty & ~line_of_fire)) - len(chosen)
-    in_line = sum(bool(line_of_fire[c]) for c in chosen)
-    if in_line and (1 - max(out_of_line, 0) / N_CELLS) ** (100 * in_line) < _UNLIKELY:
-        problems.append(f"spawn: {in_line} in the line of fire with {out_of_line} cells out of it")
-    missing = requested - len(chosen)
-    free = int(np.sum(spawn_empty)) - len(chosen)
-    if missing < 0 or (missing and (1 - max(free, 0) / N_CELLS) ** (100 * missing) < _UNLIKELY):
-        problems.append(f"spawn: {len(chosen)} transmissions for {requested} asked, {free} cells free")
-    return problems

@@ -1,0 +1,141 @@
+"""The HackMatrix side of search (``purejaxrl/search.py`` is the game-free side): the model the
+search steps, the objective it maximises, its leaf values, and the actions it may play.
+
+* **Model.** The game's own ``step_env`` (no auto-reset, so a death or a win is a terminal
+  node), on a copy of the state whose UNDO history is emptied and one slot long: the search
+  never plays UNDO (``SEARCH_ACTIONS``), so the ring buffer (about 80% of a state's bytes)
+  would only inflate every node of the tree; and a world re-drawn by ``determinize`` keeps the
+  true snapshots, which UNDO would reveal. The reward ledger (``undo_pays_once``) goes too: it
+  changes only what UNDO pays.
+* **Objective.** One point per completed stage (the eighth is the win): stage reached and wins
+  are the judge (SPEC §4.4), not the shaped return. Death ends the episode, so it forfeits all
+  later points.
+* **Leaf values.** ``exit_value``: gamma ** (BFS distance to the exit), the discounted point
+  of walking straight to the exit with nothing in the way (later stages not counted).
+  ``rollout_value``: the scripted heuristic (``baselines``) played for a few steps in the model,
+  its points plus ``exit_value`` where it stops (0 if it died).
+"""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from . import baselines, determinize
+from .core import bitboard
+from .core.constants import (ACTION_SIPHON, BLOCK, N_ACTIONS, N_CELLS, PROGRAM_ACTION_OFFSET,
+                             UNDO)
+from .core.entities import cell_index
+from .core.rewards import bfs_distance
+from .core.sparse import tree_where
+from .core.state import EnvState, empty_history
+from .env import HackMatrix
+
+# Every action but UNDO (see the module docstring).
+SEARCH_ACTIONS = np.arange(N_ACTIONS) != PROGRAM_ACTION_OFFSET + UNDO
+LEAF_VALUES = ("exit", "rollout", "zero")
+
+
+def search_model(env: HackMatrix) -> HackMatrix:
+    """The env the search steps: ``env``'s rules with a one-slot UNDO history, no ledger."""
+    return HackMatrix(reward_shaping=env.reward_shaping, close_undo_exploit=env.close_undo_exploit,
+                      undo_pays_once=False, max_enemies=env.max_enemies,
+                      max_transmissions=env.max_transmissions, history_size=1)
+
+
+def to_model_state(state: EnvState) -> EnvState:
+    """``state`` as a state of ``search_model``'s env: empty one-slot history, no ledger."""
+    history = empty_history(1, state.enemies.active.shape[-1],
+                            state.transmissions.active.shape[-1])
+    return state.replace(history=history, ledger=None)
+
+
+def stage_points(reward, info) -> jax.Array:
+    """The search's reward: 1 for a completed stage (the winning step included), else 0."""
+    del reward
+    return info["stage_complete"].astype(jnp.float32)
+
+
+def exit_distance(state: EnvState):
+    """(BFS distance from the player to the exit, reachable) on the state's blocks."""
+    blocks = bitboard.from_bool(state.grid.content == BLOCK)
+    return bfs_distance(blocks, cell_index(state.player.row, state.player.col),
+                        cell_index(state.exit_row, state.exit_col))
+
+
+def exit_value(gamma: float):
+    """Leaf value ``gamma ** distance`` (an exit cut off by blocks counts as the longest
+    path, 36 steps)."""
+    def value(key, obs, state):
+        del key, obs
+        distance, reachable = exit_distance(state)
+        steps = jnp.where(reachable, distance, N_CELLS).astype(jnp.float32)
+        return jnp.float32(gamma) ** steps
+    return value
+
+
+def zero_value(key, obs, state):
+    del key, obs, state
+    return jnp.float32(0.0)
+
+
+def rollout_value(model_env: HackMatrix, model_params, gamma: float, steps: int):
+    """Leaf value: the heuristic plays ``steps`` model steps (chance from the search's key);
+    its discounted stage points, plus ``exit_value`` where it stops alive."""
+    tail = exit_value(gamma)
+
+    def value(key, obs, state):
+        def step(index, carry):
+            state, obs, total, discount, done = carry
+            action = baselines.heuristic_policy(None, obs, state)
+            next_obs, next_state, reward, terminated, info = model_env.step_env(
+                jax.random.fold_in(key, index), state, action, model_params)
+            total = total + jnp.where(done, 0.0, discount * stage_points(reward, info))
+            state = tree_where(done, state, next_state)
+            obs = tree_where(done, obs, next_obs)
+            died = ~done & terminated & ~info["won"]
+            won = ~done & info["won"]
+            discount = jnp.where(done, discount, discount * gamma)
+            # A death's leaf is worth nothing more; a win's, nothing more either.
+            discount = jnp.where(died | won, 0.0, discount)
+            return state, obs, total, discount, done | terminated
+
+        last, _, total, discount, _ = jax.lax.fori_loop(
+            0, steps, step, (state, obs, jnp.float32(0.0), jnp.float32(1.0), jnp.bool_(False)))
+        return total + discount * tail(None, None, last)
+    return value
+
+
+DEFAULT_GAMMA = 0.99
+ROLLOUT_STEPS = 8
+# Counted per episode by the search's evaluation loop, as play_episodes counts them.
+ACTION_COUNTERS = {"siphons": lambda action: action == ACTION_SIPHON,
+                   "programs": lambda action: action >= PROGRAM_ACTION_OFFSET}
+
+
+def make_hooks(env: HackMatrix, *, fair: bool, leaf: str = "exit", gamma: float = DEFAULT_GAMMA,
+               attempts: int = determinize.DEFAULT_ATTEMPTS) -> dict:
+    """The keyword arguments of ``purejaxrl.search.make_search_policy`` (less the settings and
+    the prior) for a search on ``env``: ``fair`` re-draws the hidden fields of every world
+    (``determinize``), else the worlds are the true state (perfect information)."""
+    if leaf not in LEAF_VALUES:
+        raise ValueError(f"leaf must be one of {LEAF_VALUES}, got {leaf!r}")
+    model = search_model(env)
+    model_params = model.default_params
+    values = {"exit": lambda: exit_value(gamma), "zero": lambda: zero_value,
+              "rollout": lambda: rollout_value(model, model_params, gamma, ROLLOUT_STEPS)}
+    sample_world = None
+    if fair:
+        def sample_world(key, state):
+            return determinize.redraw_hidden(key, state, attempts)[0]
+    return dict(model_env=model, model_params=model_params, to_model=to_model_state,
+                sample_world=sample_world, reward_fn=stage_points, leaf_value=values[leaf](),
+                allowed_actions=SEARCH_ACTIONS)
+
+
+def model_steps_per_move(leaf: str, simulations: int, worlds: int) -> int:
+    """Model env steps one move costs: one per simulation and world, plus the rollouts of
+    every evaluated node (the root's included)."""
+    steps = simulations * worlds
+    if leaf == "rollout":
+        steps += (simulations + 1) * worlds * ROLLOUT_STEPS
+    return steps

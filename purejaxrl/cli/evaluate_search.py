@@ -1,0 +1,134 @@
+"""The search rows of ``scripts/evaluate.py`` (SPEC §4.5): options, the rows, and their tables.
+
+Kept out of ``evaluate.py`` so that the usual rows' command stays as it was; this is where the
+game-free search (``purejaxrl/search.py``) meets the env's search hooks (the ``search_hooks``
+hook of ``envs/contract.py``: HackMatrix's ``envs/hackmatrix/search_hooks.py``)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    search = parser.add_argument_group(
+        "search rows (SPEC §4.5): Gumbel MuZero with the game as its model, on the same boards")
+    search.add_argument("--search-simulations", type=int, nargs="+", metavar="N",
+                        help="add a row search-N for each budget N (simulations per world and "
+                        "move)")
+    search.add_argument("--search-worlds", type=int, default=4, metavar="K",
+                        help="worlds re-drawn from what the player sees, searched per move "
+                        "(fair rows; default 4)")
+    search.add_argument("--search-information", choices=("fair", "perfect", "both"),
+                        default="fair", help="fair (default): hidden fields re-drawn; perfect: "
+                        "the true state, an upper bound (rows search-N-perfect-info)")
+    search.add_argument("--search-prior", choices=("uniform", "checkpoint", "both"),
+                        help="prior logits: uniform, or the checkpoint's policy (rows "
+                        "search-N-ppo); default: checkpoint with --checkpoint, else uniform")
+    search.add_argument("--search-leaf", choices=("exit", "rollout", "zero"), default="exit",
+                        help="leaf value: exit (gamma ** BFS distance to the exit, default), "
+                        "rollout (the heuristic for 8 steps, then exit), zero")
+    search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
+                        help="boards searched at once (memory and speed, not results; "
+                        "default 64)")
+
+
+def arguments_error(args) -> str | None:
+    """The first bad search option, found before any work; None if all are fine."""
+    for budget in args.search_simulations or []:
+        if budget < 1:
+            return f"--search-simulations must be >= 1, got {budget}"
+    if args.search_worlds < 1:
+        return f"--search-worlds must be >= 1, got {args.search_worlds}"
+    if args.search_boards_in_flight < 1:
+        return f"--search-boards-in-flight must be >= 1, got {args.search_boards_in_flight}"
+    if args.search_prior in ("checkpoint", "both") and not args.checkpoint:
+        return "--search-prior checkpoint needs --checkpoint"
+    return None
+
+
+def row_name(simulations: int, prior: str, fair: bool) -> str:
+    return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
+            + ("" if fair else "-perfect-info"))
+
+
+def search_rows(args, env, env_params, network, params, key, max_steps: int) -> dict:
+    """{row name: summary} for every budget x information x prior asked for, played on the
+    boards of ``key`` (those of the other rows), each with its cost per move."""
+    import jax
+    from purejaxrl.evaluation import summarize_episodes
+    from purejaxrl.search import (SearchSettings, make_search_policy, network_prior,
+                                  play_boards, stage_reached_shares, uniform_prior)
+    search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
+
+    prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
+    priors = ("uniform", "checkpoint") if prior_choice == "both" else (prior_choice,)
+    informations = ("fair", "perfect") if args.search_information == "both" else (
+        args.search_information,)
+    rows = {}
+    for simulations in args.search_simulations:
+        for information in informations:
+            for prior in priors:
+                fair = information == "fair"
+                worlds = args.search_worlds if fair else 1
+                settings = SearchSettings(num_simulations=simulations, num_worlds=worlds,
+                                          gamma=search_hooks.DEFAULT_GAMMA)
+                prior_fn = (uniform_prior if prior == "uniform"
+                            else network_prior(network, params))
+                policy = make_search_policy(
+                    settings=settings, prior_fn=prior_fn,
+                    **search_hooks.make_hooks(env.env, fair=fair, leaf=args.search_leaf))
+                play = jax.jit(lambda k, policy=policy: play_boards(
+                    env, env_params, policy, k, args.episodes, max_steps,
+                    args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
+                name = row_name(simulations, prior, fair)
+                start = time.perf_counter()
+                compiled = play.lower(key).compile()
+                compile_s = time.perf_counter() - start
+                start = time.perf_counter()
+                episodes = jax.block_until_ready(compiled(key))
+                wall_s = time.perf_counter() - start
+                summary = summarize_episodes(episodes, env)
+                summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
+                moves = int(jax.device_get(episodes["length"]).sum())
+                summary["search"] = dict(
+                    simulations=simulations, worlds=worlds, information=information,
+                    prior=prior, leaf=args.search_leaf, gamma=search_hooks.DEFAULT_GAMMA,
+                    model_steps_per_move=search_hooks.model_steps_per_move(
+                        args.search_leaf, simulations, worlds),
+                    moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),
+                    compile_s=compile_s, boards_in_flight=args.search_boards_in_flight)
+                rows[name] = summary
+                print(f"{name}: stage {summary['stage_mean']:.3f}, win rate "
+                      f"{summary['win_rate']:.3f} ({compile_s:.0f} s compile, {wall_s:.0f} s)",
+                      file=sys.stderr, flush=True)
+    return rows
+
+
+def format_stage_table(results: dict) -> str:
+    """The share of games that reached each stage, and won, one row per policy."""
+    names = [name for name, summary in results.items() if "stage_reached" in summary]
+    columns = list(results[names[0]]["stage_reached"])
+    width = max(len(name) for name in names) + 2
+    lines = ["share of games reaching stage k",
+             "policy".ljust(width) + "".join(column.rjust(8) for column in columns)]
+    for name in names:
+        shares = results[name]["stage_reached"]
+        lines.append(name.ljust(width) + "".join(f"{shares[c]:.3f}".rjust(8) for c in columns))
+    return "\n".join(lines)
+
+
+def format_costs(results: dict) -> str:
+    """Per search row: budget, worlds, model env steps and wall-clock per move, compile."""
+    rows = {name: summary["search"] for name, summary in results.items() if "search" in summary}
+    width = max(len(name) for name in rows) + 2
+    headers = ("simulations", "worlds", "model steps/move", "ms/move", "compile s", "run s")
+    lines = ["search cost per move (model steps: env steps inside the search)",
+             "policy".ljust(width) + "".join(h.rjust(17) for h in headers)]
+    for name, cost in rows.items():
+        cells = (cost["simulations"], cost["worlds"], cost["model_steps_per_move"],
+                 f"{1000 * cost['wall_s_per_move']:.1f}", f"{cost['compile_s']:.0f}",
+                 f"{cost['wall_s']:.0f}")
+        lines.append(name.ljust(width) + "".join(str(c).rjust(17) for c in cells))
+    return "\n".join(lines)

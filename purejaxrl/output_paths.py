@@ -1,0 +1,60 @@
+"""Checks of output paths before any work: a file the command will write at its end (--json,
+--gif, --html, --mp4, --record) and the run directory a training run writes to. A path that
+cannot be written is an ``OutputPathError`` (a ``ConfigError``: exit 2) naming the flag, at
+once, not a traceback after the work is done. No JAX import here: the checks run first."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+
+from purejaxrl.config import ConfigError
+
+
+class OutputPathError(ConfigError):
+    """An output path that cannot be written; the message names the flag and the reason."""
+
+
+def _probe(directory: str, what: str) -> None:
+    """Create and delete a file in ``directory`` (permission bits alone do not tell: a
+    read-only filesystem, or root)."""
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise OutputPathError(f"{what}: cannot write in {directory} "
+                              f"({error.strerror or error})") from None
+
+
+def check_output_file(path: str, flag: str) -> None:
+    """Raise ``OutputPathError`` unless ``path`` can be written: its directory exists and
+    takes new files, and an existing ``path`` is a file that opens for writing. Creates and
+    changes nothing."""
+    what = f"{flag} {path}"
+    if os.path.isdir(path):
+        raise OutputPathError(f"{what}: is a directory")
+    directory = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(directory):
+        raise OutputPathError(f"{what}: directory {os.path.dirname(path) or '.'} does not "
+                              "exist")
+    if os.path.exists(path):
+        try:
+            with open(path, "ab"):  # appends nothing: the file stays as it is
+                pass
+        except OSError as error:
+            raise OutputPathError(f"{what}: cannot write ({error.strerror or error})") from None
+    else:
+        _probe(directory, what)
+
+
+def prepare_directory(path: str, flag: str) -> None:
+    """Create ``path`` (and its parents) if needed and check that it takes new files; raise
+    ``OutputPathError`` naming ``flag`` otherwise."""
+    what = f"{flag} {path}"
+    if os.path.exists(path) and not os.path.isdir(path):
+        raise OutputPathError(f"{what}: exists and is not a directory")
+    try:
+        os.makedirs(path, exist_ok=True)
+    except OSError as error:
+        raise OutputPathError(f"{what}: cannot create it ({error.strerror or error})") from None
+    _probe(path, what)

@@ -1,0 +1,263 @@
+"""Search with the environment as its own model: Gumbel MuZero (``mctx``) whose recurrent
+function is the env's step, batched over boards and jittable. Nothing here knows the game:
+the game supplies the model env and the hooks (for HackMatrix: ``envs/hackmatrix/search_hooks.py``
+and ``envs/hackmatrix/determinize.py``; SPEC §4.5).
+
+* **Chance.** Every expansion steps the model with a key split from the search's own key, so a
+  node's child is one sampled outcome of the step (spawns, the next stage's board); the search
+  never sees the keys the evaluation will step the real env with.
+* **Hidden information.** ``sample_world(key, env_state)`` draws a world consistent with what
+  the player sees; ``num_worlds`` worlds are searched per move, each with its own tree, and
+  their root decisions are aggregated (below). Without ``sample_world`` every world is the
+  true state: the perfect-information upper bound.
+* **Terminal nodes.** The model is stepped with ``step_env`` (no auto-reset); a terminated
+  node stays as it was, with reward 0, value 0 and discount 0 below it.
+* **Decision.** Each world's tree gives Gumbel MuZero's action (sequential halving at the
+  root); the move is the action most worlds chose, ties broken by the completed root Q-values
+  averaged over the worlds (a visited action's Q, else the root's value).
+
+``make_search_policy`` returns a ``Policy`` (``act(key, obs, env_state) -> action`` for one
+env, as ``purejaxrl.evaluation``'s); ``play_boards`` plays one episode per board with a fixed
+number of boards in flight, so that an expensive policy is not run on boards that have ended.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Callable, Mapping, Optional
+
+import jax
+from jax import lax
+import jax.numpy as jnp
+import mctx
+import numpy as np
+
+# Masked prior logits: finite (as networks.MASKED_LOGIT), so no inf - inf appears in mctx.
+MASKED_LOGIT = -1e9
+_VOTE_WEIGHT = 1e6  # a vote outweighs any difference of Q-values
+
+
+@dataclasses.dataclass(frozen=True)
+class SearchSettings:
+    """Static search parameters (each distinct value compiles its own program)."""
+
+    num_simulations: int
+    num_worlds: int = 1
+    gamma: float = 0.99
+    max_depth: Optional[int] = None
+    max_num_considered_actions: int = 16
+    gumbel_scale: float = 1.0
+
+    def __post_init__(self):
+        if self.num_simulations < 1:
+            raise ValueError(f"num_simulations must be >= 1, got {self.num_simulations}")
+        if self.num_worlds < 1:
+            raise ValueError(f"num_worlds must be >= 1, got {self.num_worlds}")
+        if not 0.0 <= self.gamma <= 1.0:
+            raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+
+
+def uniform_prior(obs) -> jax.Array:
+    return jnp.zeros(obs.action_mask.shape[-1:], jnp.float32)
+
+
+def network_prior(network, params) -> Callable:
+    """Prior logits from an actor-critic ``network`` (``apply(params, obs) -> (logits, value)``)."""
+    def prior(obs):
+        logits, _ = network.apply(params, obs)
+        return logits
+    return prior
+
+
+def zero_value(key, obs, state) -> jax.Array:
+    del key, obs, state
+    return jnp.float32(0.0)
+
+
+def env_reward(reward, info) -> jax.Array:
+    del info
+    return jnp.asarray(reward, jnp.float32)
+
+
+def _select(flag: jax.Array, new, old):
+    """``new`` where ``flag`` (shape [B]) else ``old``, for pytrees with a leading batch axis."""
+    def pick(a, b):
+        return jnp.where(flag.reshape(flag.shape + (1,) * (a.ndim - flag.ndim)), a, b)
+    return jax.tree.map(pick, new, old)
+
+
+def make_search_policy(model_env, model_params, settings: SearchSettings, *,
+                       prior_fn: Callable = uniform_prior, leaf_value: Callable = zero_value,
+                       reward_fn: Callable = env_reward, to_model: Callable = lambda s: s,
+                       sample_world: Optional[Callable] = None,
+                       allowed_actions: Optional[np.ndarray] = None):
+    """A ``Policy`` that searches ``settings.num_simulations`` simulations in each of
+    ``settings.num_worlds`` worlds before every move.
+
+    ``model_env.step_env(key, state, action, params) -> (obs, state, reward, done, info)`` is
+    the model; ``to_model(env_state)`` turns an evaluation state into a model state;
+    ``sample_world(key, env_state) -> env_state`` draws a world (None: the true state, perfect
+    information); ``prior_fn(obs) -> logits``; ``leaf_value(key, obs, model_state) -> value``;
+    ``reward_fn(reward, info) -> the search's reward``; ``allowed_actions`` (bool[A]) the
+    actions the search may play (where none of them is legal, every legal action is).
+    """
+    worlds = settings.num_worlds
+
+    def legal_actions(mask):
+        if allowed_actions is None:
+            return mask
+        restricted = mask & jnp.asarray(allowed_actions)
+        return jnp.where(jnp.any(restricted, axis=-1, keepdims=True), restricted, mask)
+
+    def recurrent_fn(params, key, action, embedding):
+        del params
+        state, done = embedding
+        step_key, value_key = jax.random.split(key)
+        batch = action.shape[0]
+        obs, next_state, reward, terminated, info = jax.vmap(
+            model_env.step_env, in_axes=(0, 0, 0, None))(
+                jax.random.split(step_key, batch), state, action, model_params)
+        reward = jnp.where(done, 0.0, jax.vmap(reward_fn)(reward, info))
+        next_state = _select(done, state, next_state)
+        ended = done | terminated
+        legal = legal_actions(obs.action_mask)
+        logits = jnp.where(legal, jax.vmap(prior_fn)(obs), MASKED_LOGIT)
+        value = jax.vmap(leaf_value)(jax.random.split(value_key, batch), obs, next_state)
+        output = mctx.RecurrentFnOutput(
+            reward=reward.astype(jnp.float32),
+            discount=jnp.where(ended, 0.0, settings.gamma).astype(jnp.float32),
+            prior_logits=logits.astype(jnp.float32),
+            value=jnp.where(ended, 0.0, value).astype(jnp.float32))
+        return output, (next_state, ended)
+
+    def act(key, obs, env_state):
+        world_key, value_key, search_key = jax.random.split(key, 3)
+        if sample_world is None:
+            states = jax.tree.map(lambda x: jnp.broadcast_to(x, (worlds,) + x.shape), env_state)
+        else:
+            states = jax.vmap(sample_world, in_axes=(0, None))(
+                jax.random.split(world_key, worlds), env_state)
+        states = jax.vmap(to_model)(states)
+        legal = legal_actions(obs.action_mask)
+        many = lambda x: jnp.broadcast_to(x, (worlds,) + x.shape)  # noqa: E731
+        root = mctx.RootFnOutput(
+            prior_logits=many(jnp.where(legal, prior_fn(obs), MASKED_LOGIT).astype(jnp.float32)),
+            value=jax.vmap(leaf_value)(jax.random.split(value_key, worlds),
+                                       jax.tree.map(many, obs), states).astype(jnp.float32),
+            embedding=(states, jnp.zeros(worlds, jnp.bool_)))
+        output = mctx.gumbel_muzero_policy(
+            params=(), rng_key=search_key, root=root, recurrent_fn=recurrent_fn,
+            num_simulations=settings.num_simulations, invalid_actions=many(~legal),
+            max_depth=settings.max_depth,
+            max_num_considered_actions=settings.max_num_considered_actions,
+            gumbel_scale=settings.gumbel_scale)
+        return aggregate_worlds(output, legal)
+
+    return act
+
+
+def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
+    """The move from per-world search outputs (module docstring: votes, then mean Q)."""
+    tree = output.search_tree
+    num_actions = legal.shape[-1]
+    votes = jnp.sum(jax.nn.one_hot(output.action, num_actions), axis=0)
+    root = jnp.full(tree.node_values.shape[:1], tree.ROOT_INDEX)
+    visited = tree.children_visits[:, tree.ROOT_INDEX] > 0
+    completed = jnp.where(visited, tree.qvalues(root), tree.node_values[:, tree.ROOT_INDEX, None])
+    score = votes * _VOTE_WEIGHT + jnp.mean(completed, axis=0)
+    return jnp.argmax(jnp.where(legal, score, -jnp.inf)).astype(jnp.int32)
+
+
+def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_steps: int,
+                boards_in_flight: int, action_counters: Mapping[str, Callable] = None) -> dict:
+    """One episode per board, ``boards_in_flight`` at a time: a board that ends hands its lane
+    to the next board, so the policy runs only on boards in play. The boards are
+    ``play_episodes``'s (same ``key``: the same reset keys), so the rows of a comparison face
+    the same starting boards. The policy's key and the env's step key of board b at step t
+    are folded from (b, t) alone, so the results do not depend on ``boards_in_flight``.
+
+    Returns per-board arrays with ``play_episodes``'s keys (``action_counters``: name ->
+    ``counts(action) -> bool``, e.g. siphons and programs; each name gets a count).
+    Jittable."""
+    action_counters = dict(action_counters or {})
+    lanes = min(boards_in_flight, num_boards)
+    reset_key, loop_key = jax.random.split(key)
+    board_keys = jax.random.split(reset_key, num_boards)
+    act_root, step_root = jax.random.split(loop_key)
+    reset = jax.vmap(env.reset, in_axes=(0, None))
+    # Placeholders: every lane loads its first board in the loop, so the program holds one
+    # reset (one stage generator: seconds of compile time each).
+    obs, env_state = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(
+        reset, board_keys[:lanes], env_params))
+    int_fields = ("length", "stage", "masked", "undo_exploit") + tuple(action_counters)
+    bool_fields = ("won", "died", "truncated", "invalid", "finished")
+    fresh = {"episode_return": jnp.zeros(lanes, jnp.float32),
+             **{name: jnp.zeros(lanes, jnp.int32) for name in int_fields},
+             **{name: jnp.zeros(lanes, bool) for name in bool_fields}}
+    results = {name: jnp.zeros((num_boards,) + value.shape[1:], value.dtype)
+               for name, value in fresh.items()}
+    init = dict(obs=obs, env_state=env_state, board=jnp.arange(lanes, dtype=jnp.int32),
+                load=jnp.ones(lanes, bool), next_board=jnp.int32(lanes), episode=fresh,
+                results=results)
+
+    def folded(root, board, t):
+        return jax.random.fold_in(jax.random.fold_in(root, board), t)
+
+    def running(carry):
+        return jnp.any(carry["board"] >= 0)
+
+    def step(carry):
+        board, episode, load = carry["board"], carry["episode"], carry["load"]
+        safe_board = jnp.maximum(board, 0)
+
+        def refill(_):
+            new_obs, new_state = reset(board_keys[safe_board], env_params)
+            return (_select(load, new_obs, carry["obs"]),
+                    _select(load, new_state, carry["env_state"]))
+
+        obs, env_state = lax.cond(jnp.any(load), refill,
+                                  lambda _: (carry["obs"], carry["env_state"]), None)
+        playing = board >= 0
+        t = episode["length"]
+        actions = jax.vmap(policy)(jax.vmap(folded, (None, 0, 0))(act_root, safe_board, t),
+                                   obs, env_state)
+        next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
+            env.step, in_axes=(0, 0, 0, None))(
+                jax.vmap(folded, (None, 0, 0))(step_root, safe_board, t), env_state, actions,
+                env_params)
+        legal = jnp.take_along_axis(obs.action_mask, actions[:, None], axis=-1)[:, 0]
+        done = terminated | truncated
+        as_int = lambda flag: flag.astype(jnp.int32)  # noqa: E731
+        episode = dict(
+            episode_return=episode["episode_return"] + reward,
+            length=t + 1, stage=info["stage"].astype(jnp.int32), won=info["won"],
+            died=info["died"], truncated=truncated & ~terminated,
+            invalid=episode["invalid"] | info["invalid_action"],
+            masked=episode["masked"] + as_int(~legal),
+            undo_exploit=episode["undo_exploit"] + as_int(info["undo_exploit_completion"]),
+            finished=done,
+            **{name: episode[name] + as_int(counts(actions))
+               for name, counts in action_counters.items()})
+        ends = playing & (done | (t + 1 >= max_steps))
+        target = jnp.where(ends, board, num_boards)  # out of range: dropped
+        results = {name: carry["results"][name].at[target].set(value, mode="drop")
+                   for name, value in episode.items()}
+        # Ended lanes take the next boards, in lane order; the reset happens next iteration.
+        new_board = carry["next_board"] + jnp.cumsum(ends) - 1
+        load = ends & (new_board < num_boards)
+        board = jnp.where(ends, jnp.where(load, new_board, -1), board)
+        return dict(obs=next_obs, env_state=next_state, board=board, load=load,
+                    next_board=carry["next_board"] + jnp.sum(ends, dtype=jnp.int32),
+                    episode=_select(ends, fresh, episode), results=results)
+
+    return lax.while_loop(running, step, init)["results"]
+
+
+def stage_reached_shares(results: dict, num_stages: int) -> dict:
+    """Host side: the share of episodes that reached stage k (k = 2..num_stages) and the
+    share won, from per-episode results (``stage`` is the stage an episode ended on)."""
+    stage = np.asarray(jax.device_get(results["stage"]))
+    won = np.asarray(jax.device_get(results["won"]))
+    shares = {str(k): float(np.mean(stage >= k)) for k in range(2, num_stages + 1)}
+    shares["won"] = float(np.mean(won))
+    return shares

@@ -1,0 +1,312 @@
+"""The search agent (purejaxrl/search.py with envs/hackmatrix/search_hooks.py, SPEC §4.5): it
+plays only legal actions, finds a winning move with a uniform prior, is a function of its key,
+re-draws only what the player cannot see, and its evaluation loop plays the same boards as the
+other rows. One compiled search (8 simulations, 2 worlds, a batch of 4 boards) serves every
+search test; the evaluation-loop tests run on tiny in-test envs."""
+
+import functools
+
+from flax import struct
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from gymnax.environments import spaces
+
+from envs.hackmatrix import HackMatrix, build_observation, set_state
+from envs.hackmatrix import determinize, search_hooks
+from envs.hackmatrix.core.constants import N_ACTIONS, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO
+from purejaxrl import search
+from purejaxrl.cli.evaluate import main as evaluate_main
+from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.evaluation import play_episodes
+
+ENV = HackMatrix()  # set_state's shapes (no reward ledger)
+RIGHT, DOWN, LEFT = 3, 1, 2
+
+
+def _program(name):
+    return PROGRAM_ACTION_OFFSET + PROGRAM_NAMES.index(name)
+
+
+def winning_board():
+    """Stage 8, 1 hp, the exit (5,5) one step right; a virus below and one to the left. Right
+    wins the game; down or left shoots one virus and the other kills the player."""
+    return set_state({"player": {"row": 5, "col": 4, "hp": 1}, "stage": 8,
+                      "enemies": [{"type": "virus", "row": 4, "col": 4, "hp": 2},
+                                  {"type": "virus", "row": 5, "col": 3, "hp": 2}]})
+
+
+def program_board():
+    """Owned, affordable programs next to blocks and enemies, so that many kinds of action
+    are legal and the rest masked."""
+    return set_state({
+        "player": {"row": 2, "col": 2, "credits": 20, "energy": 20, "dataSiphons": 1},
+        "ownedPrograms": [_program(name) for name in ("push", "crash", "wait", "debug", "exch")],
+        "blocks": [{"row": 3, "col": 2, "type": "data", "points": 4},
+                   {"row": 0, "col": 4, "type": "program", "programType": "warp"}],
+        "enemies": [{"type": "daemon", "row": 2, "col": 4, "hp": 3},
+                    {"type": "cryptog", "row": 4, "col": 0, "hp": 2}],
+        "transmissions": [{"row": 5, "col": 1, "turnsRemaining": 2, "enemyType": "glitch"}]})
+
+
+def undo_board():
+    """UNDO legal (one snapshot, credits for it) beside a legal move: the search must move."""
+    state = set_state({"player": {"row": 0, "col": 0, "credits": 5},
+                       "ownedPrograms": [PROGRAM_ACTION_OFFSET + UNDO]})
+    return state.replace(history=state.history.replace(size=jnp.int32(1)))
+
+
+def stack(states):
+    return jax.tree.map(lambda *leaves: jnp.stack(leaves), *states)
+
+
+@functools.cache
+def compiled_search():
+    """The fair search (re-drawn worlds), uniform prior, exit-distance leaf: jitted once."""
+    settings = search.SearchSettings(num_simulations=8, num_worlds=2)
+    policy = search.make_search_policy(
+        settings=settings, prior_fn=search.uniform_prior,
+        **search_hooks.make_hooks(ENV, fair=True, leaf="exit"))
+    return jax.jit(jax.vmap(policy))
+
+
+def boards():
+    states = [winning_board(), program_board(), undo_board(), program_board()]
+    return stack(states), jax.vmap(build_observation)(stack(states))
+
+
+def run_search(seed):
+    states, obs = boards()
+    return np.asarray(compiled_search()(jax.random.split(jax.random.PRNGKey(seed), 4), obs,
+                                        states))
+
+
+@pytest.fixture(scope="module")
+def searched():
+    """Actions of the compiled search on the four boards for seeds 0..3."""
+    return {seed: run_search(seed) for seed in range(4)}
+
+
+def test_the_winning_board_is_what_its_docstring_says():
+    """Precondition of the search test: right wins, down and left die, nothing else is legal."""
+    state = winning_board()
+    assert np.flatnonzero(np.asarray(build_observation(state).action_mask)).tolist() == [
+        DOWN, LEFT, RIGHT]
+    step = jax.jit(ENV.step_env)
+    for action, won in ((RIGHT, True), (DOWN, False), (LEFT, False)):
+        _, _, _, done, info = step(jax.random.PRNGKey(0), state, jnp.int32(action),
+                                   ENV.default_params)
+        assert bool(done) and bool(info["won"]) == won and bool(info["died"]) == (not won)
+
+
+def test_uniform_prior_search_finds_the_only_winning_move(searched):
+    """With no prior knowledge (uniform logits), the search plays the one action that wins
+    (the last legal index, so a search that ignored its values would pick another)."""
+    assert [actions[0] for actions in searched.values()] == [RIGHT] * 4
+
+
+def test_search_never_selects_a_masked_action(searched):
+    """Every chosen action is legal in the board's observation, and UNDO is never played
+    while another action is legal (the model cannot replay a re-drawn world's history)."""
+    _, obs = boards()
+    mask = np.asarray(obs.action_mask)
+    assert mask[2, PROGRAM_ACTION_OFFSET + UNDO] and mask[1].sum() > 5  # the boards' premise
+    for actions in searched.values():
+        assert mask[np.arange(4), actions].all()
+        assert actions[2] != PROGRAM_ACTION_OFFSET + UNDO
+
+
+def test_search_is_deterministic_for_a_fixed_key(searched):
+    """The same key gives the same actions (a fresh call, not a cached result)."""
+    for seed in (0, 3):
+        assert run_search(seed).tolist() == searched[seed].tolist()
+
+
+# ------------------------------------------------------------------ determinisation
+
+def hidden_board():
+    """Hidden fields of every kind: two cryptogs out of the player's line, a visible cryptog in
+    its row, two question blocks, a revealed program block, transmissions, resources under a
+    block."""
+    state = set_state({
+        "player": {"row": 0, "col": 0},
+        "blocks": [{"row": 2, "col": 2, "type": "data", "points": 3},
+                   {"row": 3, "col": 4, "type": "program", "programType": "push"},
+                   {"row": 4, "col": 1, "type": "program", "programType": "crash"}],
+        "resources": [{"row": 3, "col": 4, "credits": 2}],
+        "enemies": [{"type": "cryptog", "row": 3, "col": 3, "hp": 2},
+                    {"type": "cryptog", "row": 1, "col": 5, "hp": 1},
+                    {"type": "cryptog", "row": 0, "col": 4, "hp": 2},
+                    {"type": "virus", "row": 2, "col": 4, "hp": 2}],
+        "transmissions": [{"row": 5, "col": 2, "turnsRemaining": 1, "enemyType": "daemon"},
+                          {"row": 1, "col": 3, "turnsRemaining": 2, "enemyType": "virus"}]})
+    question = np.zeros(36, bool)
+    question[[2 * 6 + 2, 3 * 6 + 4]] = True
+    return state.replace(grid=state.grid.replace(question=jnp.asarray(question)))
+
+
+@functools.cache
+def compiled_redraw():
+    return jax.jit(jax.vmap(determinize.redraw_hidden, in_axes=(0, None)))
+
+
+def assert_same_observations(worlds, state):
+    """Every world's observation is the state's: integers and flags exactly, floats to a
+    millionth (their values are at least 0.02 apart; two programs may round x / 50 apart)."""
+    observe = jax.jit(jax.vmap(build_observation))
+    shown = jax.device_get(observe(worlds))
+    truth = jax.device_get(observe(jax.tree.map(lambda x: x[None], state)))
+    for seen, original in zip(jax.tree.leaves(shown), jax.tree.leaves(truth)):
+        if np.issubdtype(seen.dtype, np.floating):
+            assert np.abs(seen - original).max() < 1e-6
+        else:
+            assert (seen == original).all()
+
+
+def redraws(state, count=64):
+    return compiled_redraw()(jax.random.split(jax.random.PRNGKey(7), count), state)
+
+
+def test_redrawn_worlds_keep_the_observation_and_change_the_hidden_fields():
+    """Every re-drawn world shows exactly the original's observation (mask included), while
+    what it hides is re-drawn: both hidden cryptogs move, question blocks and transmission
+    types vary, resources under the block vanish; what is seen stays put."""
+    state = hidden_board()
+    worlds, level = redraws(state)
+    assert_same_observations(worlds, state)
+    assert np.asarray(level).tolist() == [0] * 64
+    e = jax.device_get(worlds.enemies)
+    cells = e.row * 6 + e.col  # [draw, slot]; slots in set_state order
+    assert (cells[:, 0] != 3 * 6 + 3).mean() > 0.8 and (cells[:, 1] != 1 * 6 + 5).mean() > 0.8
+    assert (cells[:, 0] != cells[:, 1]).all()
+    assert (cells[:, 2] == 4).all() and (cells[:, 3] == 2 * 6 + 4).all()  # seen: kept
+    g = jax.device_get(worlds.grid)
+    question_cells = [2 * 6 + 2, 3 * 6 + 4]
+    assert len({tuple(row) for row in g.program[:, question_cells]}) > 10
+    assert len({tuple(row) for row in g.points[:, question_cells]}) > 10
+    assert (g.program[:, 4 * 6 + 1] == PROGRAM_NAMES.index("crash")).all()  # revealed: kept
+    assert (g.program[:, question_cells] != PROGRAM_NAMES.index("crash")).all()
+    assert (g.credits[:, 3 * 6 + 4] == 0).all()
+    kinds = jax.device_get(worlds.transmissions.kind)[:, :2]
+    assert len({tuple(row) for row in kinds}) > 4
+
+
+def test_a_cryptog_the_mask_reveals_keeps_its_cell():
+    """A hidden cryptog on a block is the only enemy on a block, so it alone makes DEBUG legal:
+    no cell a proposal may use keeps the mask, and the world keeps the cryptog's cell
+    (level 1) with the same observation."""
+    state = set_state({"player": {"row": 0, "col": 0, "credits": 10, "energy": 10},
+                       "ownedPrograms": [_program("debug")],
+                       "blocks": [{"row": 3, "col": 3, "type": "data", "points": 2}],
+                       "enemies": [{"type": "cryptog", "row": 3, "col": 3, "hp": 2}]})
+    assert bool(build_observation(state).action_mask[_program("debug")])
+    worlds, level = redraws(state)
+    assert np.asarray(level).tolist() == [1] * 64
+    e = jax.device_get(worlds.enemies)
+    assert ((e.row[:, 0] == 3) & (e.col[:, 0] == 3)).all()
+    assert_same_observations(worlds, state)
+
+
+# ------------------------------------------------------------------ the evaluation loop
+
+@struct.dataclass
+class CountdownObs:
+    action_mask: jax.Array
+
+
+@struct.dataclass
+class CountdownState:
+    target: jax.Array  # the board: drawn from the reset key
+    time: jax.Array
+
+
+class Countdown:
+    """A board is a number 1..9 drawn at reset; the episode lasts that many steps and is won
+    when it is even. Deterministic after reset: a loop's results show which boards it played.
+    Its metrics are HackMatrix's, so that play_episodes records what play_boards does."""
+
+    default_params = None
+    num_stages = 9
+    metrics = HackMatrix.metrics
+
+    def action_space(self, params):
+        return spaces.Discrete(N_ACTIONS)
+
+    def action_mask(self, obs):
+        return obs.action_mask
+
+    def reset(self, key, params):
+        state = CountdownState(target=jax.random.randint(key, (), 1, 10), time=jnp.int32(0))
+        return CountdownObs(jnp.ones(N_ACTIONS, bool)), state
+
+    def step(self, key, state, action, params):
+        del key
+        state = state.replace(time=state.time + 1)
+        done = state.time >= state.target
+        won = done & (state.target % 2 == 0)
+        info = {"stage": state.target, "won": won, "died": done & ~won,
+                "invalid_action": jnp.bool_(False), "undo_exploit_completion": jnp.bool_(False),
+                "shot": jnp.bool_(False), "overflow": jnp.int32(0)}
+        return (CountdownObs(jnp.ones(N_ACTIONS, bool)), state,
+                state.target.astype(jnp.float32) + action, done, jnp.bool_(False), info)
+
+
+def counting_policy(key, obs, env_state):
+    return jnp.int32(4)  # the siphon index: counted by play_episodes and by the counters
+
+
+def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
+    """Per board, play_boards records what play_episodes records on the same key (the same
+    boards), with 1, 3 or all boards in flight."""
+    env, key, boards = Countdown(), jax.random.PRNGKey(3), 11
+    reference = jax.device_get(jax.jit(lambda k: play_episodes(
+        TrainerEnv(env, None), None, counting_policy, k, boards, 50))(key))
+    assert len(set(reference["length"].tolist())) > 3  # the boards differ
+    counters = {"siphons": lambda a: a == 4, "programs": lambda a: a >= PROGRAM_ACTION_OFFSET}
+    for lanes in (1, 3, boards):
+        pooled = jax.device_get(jax.jit(lambda k, lanes=lanes: search.play_boards(
+            env, None, counting_policy, k, boards, 50, lanes, counters))(key))
+        for name, values in pooled.items():
+            assert values.tolist() == reference[name].tolist(), (lanes, name)
+
+
+def test_play_boards_stops_a_board_at_max_steps_unfinished():
+    """A board still running at ``max_steps`` is recorded as unfinished, with its length."""
+    env, key = Countdown(), jax.random.PRNGKey(3)
+    pooled = jax.device_get(search.play_boards(env, None, counting_policy, key, 6, 4, 2))
+    assert pooled["length"].tolist() == np.minimum(
+        jax.device_get(jax.vmap(env.reset, (0, None))(
+            jax.random.split(jax.random.split(key)[0], 6), None)[1].target), 4).tolist()
+    assert (pooled["finished"] == (pooled["stage"] <= 4)).all()
+
+
+def test_stage_shares_count_every_stage_reached():
+    """The share reaching stage k counts the episodes that ended on stage k or later."""
+    shares = search.stage_reached_shares(
+        {"stage": np.array([1, 2, 2, 5, 8]), "won": np.array([0, 0, 0, 0, 1], bool)}, 8)
+    assert shares == {"2": 0.8, "3": 0.4, "4": 0.4, "5": 0.4, "6": 0.2, "7": 0.2, "8": 0.2,
+                      "won": 0.2}
+
+
+# ------------------------------------------------------------------ the command line
+
+@pytest.mark.parametrize("arguments, message", [
+    (["--search-simulations", "0"], "--search-simulations must be >= 1, got 0"),
+    (["--search-simulations", "16", "-3"], "--search-simulations must be >= 1, got -3"),
+    (["--search-simulations", "8", "--search-worlds", "0"], "--search-worlds must be >= 1"),
+    (["--search-simulations", "8", "--search-boards-in-flight", "0"],
+     "--search-boards-in-flight must be >= 1"),
+    (["--search-simulations", "8", "--search-prior", "checkpoint"],
+     "--search-prior checkpoint needs --checkpoint"),
+    (["--policies", "none"], "--policies none leaves nothing to evaluate"),
+])
+def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
+                                                       monkeypatch):
+    """Bad search options get a one-line error and exit 2 before any work (JAX not used)."""
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+    monkeypatch.setattr(jax.random, "PRNGKey", no_work)
+    assert evaluate_main(arguments) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}") and "\n" not in err
