@@ -300,7 +300,9 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     out = tmp_path / "eval.json"
     result = run(EVALUATE, "--checkpoint", run_dir, "--episodes", "8", "--json", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
-    table = result.stdout.splitlines()[-5:]
+    lines = result.stdout.splitlines()
+    header = next(i for i, line in enumerate(lines) if line.split()[:2] == ["policy", "win_rate"])
+    table = lines[header:header + 5]  # the per-stage reports follow the table
     assert "R9/ep" in table[0].split()  # the cross-stage UNDO loop is visible in the table
     for name, row in zip(("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic"),
                          table[1:]):
@@ -308,6 +310,7 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     results = json.loads(out.read_text())
     assert results["heuristic"]["win_rate"] == 1.0 and results["heuristic"]["length_mean"] == 4.0
     assert all(r["invalid_actions"] == 0 and r["episodes"] == 8 for r in results.values())
+    assert results["heuristic"]["stages"][-1]["cleared"] == 1.0  # the win is on the last stage
 
 
 def test_defaults_wandb_on_checkpoint_upload_off_and_persistent_compile_cache_on(capsys):
