@@ -11,7 +11,8 @@ search steps, the objective it maximises, its leaf values, and the actions it ma
   are the judge (SPEC §4.4), not the shaped return. Death ends the episode, so it forfeits all
   later points.
 * **Leaf values.** ``exit_value``: gamma ** (BFS distance to the exit), the discounted point
-  of walking straight to the exit with nothing in the way (later stages not counted).
+  of walking straight to the exit with nothing in the way (later stages not counted), less
+  ``HP_WEIGHT`` per missing HP point.
   ``rollout_value``: the scripted heuristic (``baselines``) played for a few steps in the model,
   its points plus ``exit_value`` where it stops (0 if it died).
 """
@@ -30,6 +31,7 @@ from .core.sparse import tree_where
 from .core.state import EnvState, empty_history
 from .env import HackMatrix
 
+MAX_HP = 3  # game-rules §1: full health
 # Every action but UNDO (see the module docstring).
 SEARCH_ACTIONS = np.arange(N_ACTIONS) != PROGRAM_ACTION_OFFSET + UNDO
 LEAF_VALUES = ("exit", "rollout", "zero")
@@ -62,14 +64,20 @@ def exit_distance(state: EnvState):
                         cell_index(state.exit_row, state.exit_col))
 
 
-def exit_value(gamma: float):
-    """Leaf value ``gamma ** distance`` (an exit cut off by blocks counts as the longest
-    path, 36 steps)."""
+# Leaf value lost per missing HP point: a hit the search survives still brings death closer,
+# beyond its horizon (SPEC §4.5: 0 -> stage 3.30, 0.1 -> 3.92, 0.3 -> 3.75, 16 simulations).
+HP_WEIGHT = 0.1
+
+
+def exit_value(gamma: float, hp_weight: float = HP_WEIGHT):
+    """Leaf value ``gamma ** distance * (1 - hp_weight * missing HP)`` (an exit cut off by
+    blocks counts as the longest path, 36 steps)."""
     def value(key, obs, state):
         del key, obs
         distance, reachable = exit_distance(state)
         steps = jnp.where(reachable, distance, N_CELLS).astype(jnp.float32)
-        return jnp.float32(gamma) ** steps
+        missing = (MAX_HP - state.player.hp).astype(jnp.float32)
+        return jnp.float32(gamma) ** steps * (1.0 - hp_weight * missing)
     return value
 
 

@@ -199,12 +199,11 @@ def test_a_new_run_never_writes_into_another_runs_directory(cli_run, capsys):
             for name in os.listdir(run_dir)} == before
 
 
-def test_a_default_run_name_that_is_taken_gets_a_fresh_one(tmp_path, monkeypatch):
+def test_a_default_run_name_that_is_taken_gets_a_fresh_one(tmp_path):
     """Without --run-name a taken name (two runs started in the same second) is not refused:
     the run takes the next free suffix and says so."""
     from purejaxrl import train as train_module
     from purejaxrl.checkpoint import METRICS_FILE
-    monkeypatch.setattr(train_module, "default_run_name", lambda config: "same")
     for name in ("same", "same-2"):
         (tmp_path / name).mkdir()
         (tmp_path / name / METRICS_FILE).write_text("{}\n")
@@ -321,6 +320,7 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     results = json.loads(out.read_text())
     assert results["heuristic"]["win_rate"] == 1.0 and results["heuristic"]["length_mean"] == 4.0
     assert all(r["invalid_actions"] == 0 and r["episodes"] == 8 for r in results.values())
+    assert results["heuristic"]["stages"][-1]["cleared"] == 1.0  # the win is on the last stage
 
 
 def test_evaluate_reports_return_and_length_on_a_gymnax_env():

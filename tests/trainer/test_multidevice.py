@@ -49,10 +49,14 @@ SCRIPT = textwrap.dedent("""
     env, env_params, network, optimizer, components = ppo.build(base)
     initial = ppo.init_runner_state(base, env, env_params, network, optimizer, len(components))
     from purejaxrl.checkpoint import load_checkpoint
+    import shutil
+    # A copy of the 4-device run at update 1, as on another machine (a resume continues in
+    # the directory it loads from).
+    shutil.copytree(four.run_dir, os.path.join(out_dir, "four_on_one"))
     longer = run(base.replace(num_devices=4), "four", checkpoint=load_checkpoint(four.run_dir))
-    # A 4-device checkpoint continues on 1 device (another machine): same global batch.
+    # The 4-device checkpoint continues on 1 device: same global batch.
     moved_host = run(base.replace(num_devices=1), "four_on_one",
-                     checkpoint=load_checkpoint(four.run_dir))
+                     checkpoint=load_checkpoint(os.path.join(out_dir, "four_on_one")))
     # Two seeds vmapped, their envs split over the 4 devices: the same update as on 1 device.
     seeds_four = run(base.replace(num_devices=4, num_seeds=2), "seeds_four", stop_after_updates=1)
     seeds_one = run(base.replace(num_devices=1, num_seeds=2), "seeds_one", stop_after_updates=1)
@@ -70,6 +74,7 @@ SCRIPT = textwrap.dedent("""
         "seeds_env_shard_shape": list(
             seeds_four.runner_state.env_keys.addressable_shards[0].data.shape),
         "resumed_on_one_device_updates": moved_host.updates_done,
+        "resumed_from": moved_host.records[0]["update"] - 1,  # chunks of 1 update
         "records": [{k: r[k] for k in ("update", "env_steps", "global_batch", "num_devices",
                                        "actions/invalid")} for r in four.records + longer.records],
     }))
@@ -111,7 +116,8 @@ def test_env_steps_counted_once_across_devices(report):
 
 
 def test_checkpoint_from_four_devices_resumes_on_one(report):
-    assert report["resumed_on_one_device_updates"] == 3
+    """Update 1 of the 4-device run, continued to update 3 on one device."""
+    assert report["resumed_on_one_device_updates"] == 3 and report["resumed_from"] == 1
 
 
 def test_vmapped_seeds_split_their_envs_over_devices(report):
