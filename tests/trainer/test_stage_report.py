@@ -51,6 +51,7 @@ def test_stage_rows_count_reach_clear_and_how_games_end_there():
     assert len(text.splitlines()) == 4 and "end_credits" in text
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_heuristic_games_report_consistent_stages_and_resources():
     """On HackMatrix (a few heuristic games): the report's stage-1 reach is 1, reach never
     grows with the stage, the ended games of all stages add up to the games that did not win,
