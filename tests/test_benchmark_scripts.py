@@ -9,6 +9,9 @@ import sys
 
 import pytest
 
+# Extended suite (`pytest -m slow`): each benchmark script runs end to end, about 125 s.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARK = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
 CHECK_RUNTIME = os.path.join(REPO_ROOT, "scripts", "check_runtime.py")

@@ -66,7 +66,14 @@ def run_help(script: str) -> subprocess.CompletedProcess:
                           text=True, env=env, cwd=REPO_ROOT, timeout=300)
 
 
-@pytest.mark.parametrize("script", SCRIPTS)
+# The main command's scripts in the default suite; the others in the extended one
+# (`pytest -m slow`): one subprocess each, about 3.5 s apiece.
+DEFAULT_SUITE = {"train_purejaxrl.py", "evaluate.py", "watch_agent.py", "convert_checkpoint.py"}
+
+
+@pytest.mark.parametrize("script", [
+    script if script in DEFAULT_SUITE else pytest.param(script, marks=pytest.mark.slow)
+    for script in SCRIPTS])
 def test_help_exits_zero_without_libtpu_errors(script):
     result = run_help(os.path.join("scripts", script))
     assert result.returncode == 0, result.stderr[-2000:]

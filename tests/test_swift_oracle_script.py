@@ -69,6 +69,7 @@ def builds(toolchain) -> int:
     return sum(1 for call in calls if call.startswith("build") and "--show-bin-path" not in call)
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_builds_once_prints_the_binary_line_and_reuses_the_cache(toolchain):
     """The only stdout line is HACKMATRIX_BINARY=<cached binary>; a second run with unchanged
     sources does not build again; an edited .swift file gives a new cache entry."""

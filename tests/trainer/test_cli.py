@@ -364,6 +364,7 @@ def test_help_states_the_defaults_that_train_config_defines():
     assert helps["num_minibatches"] == "default: auto-scaled"
 
 
+@pytest.mark.slow  # extended suite: three seeds trained, resumed and evaluated, about 30 s
 def test_num_seeds_run_resumes_from_its_directory_and_each_seed_evaluates(tmp_path, capsys):
     """--num-seeds 2: stop after 1 of 2 updates, `--resume <run dir>` continues both seeds;
     evaluate.py refuses the run directory (naming the seed directories) and takes a seed's."""

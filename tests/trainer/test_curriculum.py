@@ -4,6 +4,7 @@ per env, so where each env's next episode starts from can be read off directly."
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from purejaxrl.curriculum import FIRST_ARCHIVED_STAGE, curriculum_step, empty_archive
 
@@ -132,6 +133,7 @@ def test_rollout_leaves_episodes_started_from_the_archive_out_of_the_episode_sta
     assert float(np.sum(stats["episodes"])) == done.sum() - envs_with_an_end
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_a_curriculum_run_resumes_bit_for_bit_with_its_archive(tmp_path, compile_cache_dir):
     """Toy corridor, every episode restarted from the archive where it can be: 3 updates,
     save, resume, 2 more == 5 in one run, archive included; part-games were counted apart."""

@@ -113,6 +113,7 @@ def test_nonfinite_bits_name_what_diverged_per_seed():
         0, ppo.NONFINITE_GRADIENT + ppo.NONFINITE_PARAMETERS]
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_the_command_line_exits_1_with_one_error_line(tmp_path, capsys):
     """--lr 1e38 (finite, so accepted, with a warning) overflows the parameters in the first
     update: nothing finite to save beyond the initial state, so nothing is saved, and that is

@@ -8,6 +8,10 @@ import os
 
 import pytest
 
+# Extended suite (`pytest -m slow`): learn_bench trains, evaluates and resumes in
+# subprocesses, about 70 s.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 

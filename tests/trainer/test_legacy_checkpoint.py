@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from purejaxrl.checkpoint import CONVERTER, TRUST_FLAG, CheckpointError, load_checkpoint
+from purejaxrl.config import FIELDS_ADDED_LATER
 from purejaxrl.train import train
 from scripts import convert_checkpoint
 from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
@@ -60,7 +61,11 @@ def test_the_converter_writes_the_same_state_in_the_current_format(converted):
         legacy = pickle.load(handle)
     checkpoint = load_checkpoint(str(converted))
     assert checkpoint["path"] == str(converted / "checkpoint_2.msgpack")
-    assert checkpoint["config"] == CONFIG.to_dict() == legacy["config"]
+    # Fields added after the pickle take the values that reproduce its run (FIELDS_ADDED_LATER).
+    assert checkpoint["config"] == CONFIG.to_dict()
+    later = {k: v for k, v in checkpoint["config"].items() if k not in legacy["config"]}
+    assert later == {k: FIELDS_ADDED_LATER[k] for k in later}
+    assert {k: checkpoint["config"][k] for k in legacy["config"]} == legacy["config"]
     for key in ("update", "env_steps", "run_name", "wandb_run_id", "num_processes"):
         assert checkpoint[key] == legacy[key], key
     assert checkpoint["converted_from"]["file"] == "checkpoint_2.pkl"

@@ -87,6 +87,7 @@ def test_one_record_per_chunk_with_every_seed_under_its_prefix(multi_run):
     assert len(lines) == 3
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_resume_of_the_run_directory_is_bit_for_bit(multi_run, tmp_path, compile_cache_dir):
     """3 updates, stop, ``--resume <run dir>`` (every seed stacked), 2 more == 5 in one go."""
     first = train(MULTI, options(tmp_path, compile_cache_dir, save_interval=2),

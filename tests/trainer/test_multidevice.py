@@ -11,6 +11,10 @@ import textwrap
 
 import pytest
 
+# Extended suite (`pytest -m slow`): a 4-device run in a subprocess, about 60 s
+# (test_robust_run keeps a 4-device run in the default suite).
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 SCRIPT = textwrap.dedent("""

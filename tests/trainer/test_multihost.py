@@ -29,6 +29,10 @@ import time
 import numpy as np
 import pytest
 
+# Extended suite (`pytest -m slow`): two processes compile and train on one global mesh,
+# about 95 s.
+pytestmark = pytest.mark.slow
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN_SCRIPT = os.path.join(REPO_ROOT, "scripts", "train_purejaxrl.py")
 LAUNCH_TIMEOUT_S = 300

@@ -234,6 +234,7 @@ def ctrl_c_behind_tee(tmp_path_factory, compile_cache_dir):
                 root=root)
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_ctrl_c_behind_a_dead_tee_saves_and_exits_130(ctrl_c_behind_tee):
     run = ctrl_c_behind_tee
     assert run["status"] == "130", run["transcript"][-3000:]
@@ -331,6 +332,7 @@ def test_quiet_start_without_a_tpu(sigterm_run):
     assert first.startswith("backend: cpu, 1 device(s) (no TPU on this machine: JAX_PLATFORMS=")
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_second_ctrl_c_stops_at_once_without_saving(tmp_path, compile_cache_dir):
     """Chunks of 10^5 toy updates (minutes): the first SIGINT is answered at once with the
     plan; the second ends the process within seconds, exit 130, nothing saved."""
@@ -383,6 +385,7 @@ KILLED_MID_SAVE = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_kill_9_during_a_save_leaves_a_resumable_run(tmp_path, compile_cache_dir):
     marker = tmp_path / "writing"
     proc = subprocess.Popen([sys.executable, "-c", KILLED_MID_SAVE, REPO_ROOT,

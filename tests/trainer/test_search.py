@@ -82,12 +82,17 @@ def run_search(seed):
                                         states))
 
 
+# Extended suite (`pytest -m slow`): the search compiled on the four boards, about 85 s.
+SLOW = pytest.mark.slow
+
+
 @pytest.fixture(scope="module")
 def searched():
     """Actions of the compiled search on the four boards for seeds 0..3."""
     return {seed: run_search(seed) for seed in range(4)}
 
 
+@SLOW
 def test_the_winning_board_is_what_its_docstring_says():
     """Precondition of the search test: right wins, down and left die, nothing else is legal."""
     state = winning_board()
@@ -100,12 +105,14 @@ def test_the_winning_board_is_what_its_docstring_says():
         assert bool(done) and bool(info["won"]) == won and bool(info["died"]) == (not won)
 
 
+@SLOW
 def test_uniform_prior_search_finds_the_only_winning_move(searched):
     """With no prior knowledge (uniform logits), the search plays the one action that wins
     (the last legal index, so a search that ignored its values would pick another)."""
     assert [actions[0] for actions in searched.values()] == [RIGHT] * 4
 
 
+@SLOW
 def test_search_never_selects_a_masked_action(searched):
     """Every chosen action is legal in the board's observation, and UNDO is never played
     while another action is legal (the model cannot replay a re-drawn world's history)."""
@@ -117,6 +124,7 @@ def test_search_never_selects_a_masked_action(searched):
         assert actions[2] != PROGRAM_ACTION_OFFSET + UNDO
 
 
+@SLOW
 def test_search_is_deterministic_for_a_fixed_key(searched):
     """The same key gives the same actions (a fresh call, not a cached result)."""
     for seed in (0, 3):

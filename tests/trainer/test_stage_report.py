@@ -62,6 +62,7 @@ def test_an_env_without_a_cause_never_ends_by_it_and_one_without_stages_has_no_r
     assert stage_report(plain) == []
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_heuristic_games_report_consistent_stages_and_resources():
     """On HackMatrix (a few heuristic games): the report's stage-1 reach is 1, reach never
     grows with the stage, the ended games of all stages add up to the games that did not win,

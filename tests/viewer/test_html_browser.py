@@ -14,10 +14,12 @@ OFFLINE_FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run",
                  "--disable-dev-shm-usage", "--window-size=1200,900")
 
-pytestmark = pytest.mark.skipif(
+# Extended suite (`pytest -m slow`): Chromium drives the HTML replay, about 60 s
+# (test_watch_agent checks the HTML file itself in the default suite).
+pytestmark = [pytest.mark.slow, pytest.mark.skipif(
     CHROMIUM is None or CHROMEDRIVER is None,
     reason="needs the Debian chromium and chromium-driver packages "
-           "(apt-get install -y chromium chromium-driver)")
+           "(apt-get install -y chromium chromium-driver)")]
 
 
 @pytest.fixture(scope="module")
