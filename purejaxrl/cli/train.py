@@ -289,6 +289,8 @@ def main(argv=None) -> int:
             env_defaults = defaults_for_env(args.env or TrainConfig().env)
         config = config_from_args(args, base, available, say, env_defaults)
         validate_config(config)
+        from purejaxrl.ppo import make_env
+        make_env(config)  # what the env cannot train with is refused before the run directory
         for warning in config_warnings(config):
             say(f"warning: {warning}", flush=True)
         if config.total_timesteps % config.batch_size:

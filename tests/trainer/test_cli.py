@@ -271,6 +271,7 @@ def test_bad_checkpoint_is_a_clean_error(kind, tmp_path, capsys):
     assert expected in err
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, capsys):
     """A run saved at updates 1 and 2 whose checkpoint_2 is cut short: loading its directory
     takes checkpoint_1 with a warning naming the damaged file, and --resume continues from it

@@ -58,6 +58,7 @@ def test_cartpole_trains_and_logs_return_and_length_only(cartpole_run):
     assert not [key for key in record if key.startswith(("reward/", "stage_reached/"))]
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_minatar_trains_with_the_cnn(tmp_path, compile_cache_dir):
     config = ppo.config_for_env("Breakout-MinAtar", num_envs=2, num_steps=8,
                                 total_timesteps=16, num_minibatches=2, hidden_width=8)
@@ -95,6 +96,7 @@ def test_watch_agent_plays_a_gymnax_checkpoint(cartpole_run, tmp_path, capsys, g
     assert "HackMatrix only" in capsys.readouterr().err
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_watch_agent_draws_minatar_images_into_a_gif(tmp_path, compile_cache_dir, capsys):
     watch = load_watch_agent()
     config = ppo.config_for_env("Breakout-MinAtar", num_envs=2, num_steps=8,
