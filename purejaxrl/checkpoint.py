@@ -120,11 +120,9 @@ def legacy_refusal(path: str) -> str:
 
 
 def _env_version(config: dict):
-    """The HackMatrix contract version the run was trained on (None for other envs)."""
-    if config.get("env") != "hackmatrix":
-        return None
-    import envs.hackmatrix
-    return envs.hackmatrix.ENV_VERSION
+    """The contract version of the env the run was trained on (None where it declares none)."""
+    from envs import registry
+    return registry.env_version(config.get("env"))
 
 
 # ---------------------------------------------------------------------------- encode
@@ -307,7 +305,7 @@ def _template(config: TrainConfig):
     from purejaxrl.networks import make_network
     # Not ppo.build: its trace of an env step would only name what the env declares.
     env, env_params = ppo.make_env(config)
-    network, optimizer = make_network(config, env.num_actions), ppo.make_optimizer(config)
+    network, optimizer = make_network(config, env), ppo.make_optimizer(config)
     return jax.eval_shape(lambda: ppo.init_runner_state(config, env, env_params, network,
                                                         optimizer, len(env.reward_components)))
 

@@ -16,12 +16,11 @@ from typing import Optional
 from flax import struct
 
 from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
+from envs.registry import DEFAULT_ENV, OWN_ENVS
 
-ENV_CHOICES = ("hackmatrix", "toy")
 REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
-ENCODER_CHOICES = ("flat", "egocentric")
-TRAINING_REWARD_CHOICES = ("env", "progress")
+ENCODER_CHOICES = ("flat", "egocentric", "cnn")
 COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
 
 # Reference batch of the auto-scaling rule (P2): 256 envs x 128 steps, 4 minibatches of 8192,
@@ -35,6 +34,30 @@ MIN_EPOCHS = 2
 # (SPEC §4.4, ablation "minibatch 2048 + lr 5e-4").
 LARGE_BATCH_MINIBATCH_SIZE = 2048
 
+# TrainConfig's defaults are HackMatrix's (and the toy corridor's, which tests them). A gymnax
+# env starts from PureJaxRL's config instead (its public configs are the reference, SPEC §2):
+# purejaxrl/ppo.py's (CartPole-v1) for vector observations, examples/brax_minatar.ipynb's
+# ("tuned for gymnax's MinAtar environments") for images. Both: 64x2 separate actor and critic,
+# clipped value loss, the env's own reward, no reward normalisation.
+_PUREJAXRL_COMMON = dict(hidden_width=64, hidden_depth=2, separate_torsos=True,
+                         clip_value_loss=True, training_reward="env", normalize_rewards=False,
+                         anneal_lr=True, gamma=0.99, gae_lambda=0.95, clip_eps=0.2,
+                         ent_coef=0.01, vf_coef=0.5, max_grad_norm=0.5)
+GYMNAX_VECTOR_DEFAULTS = dict(_PUREJAXRL_COMMON, encoder="flat", activation="tanh", lr=2.5e-4,
+                              num_envs=4, num_steps=128, total_timesteps=500_000,
+                              update_epochs=4, num_minibatches=4)
+# The CNN is ours (PureJaxRL flattens MinAtar's image into its MLP: --encoder flat).
+GYMNAX_IMAGE_DEFAULTS = dict(_PUREJAXRL_COMMON, encoder="cnn", activation="relu", lr=5e-3,
+                             num_envs=64, num_steps=128, total_timesteps=10_000_000,
+                             update_epochs=4, num_minibatches=8)
+
+
+def env_defaults(env_id: str, image_observation: bool) -> dict:
+    """The defaults of ``env_id`` where they differ from TrainConfig's (none for our envs)."""
+    if env_id in OWN_ENVS:
+        return {}
+    return dict(GYMNAX_IMAGE_DEFAULTS if image_observation else GYMNAX_VECTOR_DEFAULTS)
+
 
 
 class ConfigError(ValueError):
@@ -45,8 +68,8 @@ class ConfigError(ValueError):
 class TrainConfig:
     """Everything that changes the numbers of a run. All fields are static (not traced)."""
 
-    # Environment
-    env: str = struct.field(pytree_node=False, default="hackmatrix")
+    # Environment: an id of envs.registry. The defaults below are HackMatrix's.
+    env: str = struct.field(pytree_node=False, default=DEFAULT_ENV)
     reward_shaping: str = struct.field(pytree_node=False, default="potential")
     max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
     close_undo_exploit: bool = struct.field(pytree_node=False, default=True)
@@ -244,7 +267,7 @@ def validate_config(config: TrainConfig) -> None:
         if isinstance(getattr(defaults, name), float):
             need(isinstance(value, (int, float)) and math.isfinite(value),
                  f"--{name.replace('_', '-')} must be a finite number, got {value!r}")
-    need(config.env in ENV_CHOICES, f"--env must be one of {ENV_CHOICES}, got {config.env!r}")
+    need(isinstance(config.env, str) and config.env, f"--env must be an env id, got {config.env!r}")
     need(config.reward_shaping in REWARD_SHAPING_CHOICES,
          f"--reward-shaping must be one of {REWARD_SHAPING_CHOICES}, got {config.reward_shaping!r}")
     need(config.max_episode_steps is None or config.max_episode_steps >= 1,
@@ -273,9 +296,8 @@ def validate_config(config: TrainConfig) -> None:
     need(config.ent_coef >= 0, f"--ent-coef must be >= 0, got {config.ent_coef}")
     need(config.vf_coef >= 0, f"--vf-coef must be >= 0, got {config.vf_coef}")
     need(config.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {config.max_grad_norm}")
-    need(config.training_reward in TRAINING_REWARD_CHOICES,
-         f"--training-reward must be one of {TRAINING_REWARD_CHOICES}, got "
-         f"{config.training_reward!r}")
+    need(isinstance(config.training_reward, str) and config.training_reward,
+         f"--training-reward must be a name, got {config.training_reward!r}")
     need(0.0 <= config.curriculum_share <= 1.0,
          f"--curriculum-share must be in [0, 1], got {config.curriculum_share}")
     need(isinstance(config.curriculum_slots, int) and config.curriculum_slots >= 1,

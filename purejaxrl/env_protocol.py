@@ -1,133 +1,129 @@
-"""What the trainer needs from an environment, typed, and the one check that an environment
-provides it (in the spirit of ``pgx.api_test``). ``envs.hackmatrix.HackMatrix`` and
-``purejaxrl.toy_env.ToyCorridor`` implement it; tests/trainer/test_env_contract.py runs the
-check on both.
+"""The environment as the trainer sees it: ``TrainerEnv`` wraps any env of ``envs.registry``
+(a gymnax 1.0 ``Environment``) and reads every optional hook of the contract
+(``envs/contract.py``, which documents it and checks it) once, with its default where the env
+has none. The rest of ``purejaxrl/`` reads the env only through this class, so nothing in it
+depends on an env's internals:
 
-The trainer relies on exactly this (``ppo.py``, ``evaluation.py``): the gymnax-style
-``reset(key, params) -> (obs, state)`` and auto-resetting
-``step(key, state, action, params) -> (obs, state, reward, terminated, truncated, info)`` with an
-``Observation`` whose ``action_mask`` has ``num_actions`` entries, the ``INFO_KEYS`` below in
-``info``, and params with the episode limit and the shaping discount."""
+| trainer part | uses |
+|---|---|
+| rollout, loss (``ppo.py``) | ``reset``/``step``, ``action_mask``, ``reward_components``, ``training_reward``, ``metric_values``, ``num_stages`` (curriculum) |
+| network (``networks.py``) | ``flat_observation`` (encoder ``flat``), ``board_view`` (``egocentric``), ``observation_shape`` (``cnn``) |
+| records (``logger.py``) | ``metrics``, ``num_stages``, ``health_metrics``, ``alerts`` |
+| evaluation | ``metrics``, ``num_stages``, ``heuristic_policy``, ``episode_resources`` |
+
+Hooks are written for one env; the methods here take any leading batch dimensions (vmapped).
+"""
 
 from __future__ import annotations
 
-from typing import Any, Protocol
+from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
-import numpy as np
 
-from envs.hackmatrix.observation import Observation
+from envs.contract import BoardView, Metric, num_actions
 
-# info of a step, as the trainer reads it: name -> (dtype kind, shape). "reward_breakdown" is a
-# dict of float32 scalars named by REWARD_COMPONENTS; "final_observation" an Observation.
-INFO_KEYS = {
-    "invalid_action": (jnp.bool_, ()),  # the mask forbade the action (ends the episode)
-    "stage_complete": (jnp.bool_, ()),
-    "won": (jnp.bool_, ()),
-    "died": (jnp.bool_, ()),
-    "stage": (jnp.int32, ()),  # stage after the step (1-based)
-    "shot": (jnp.bool_, ()),  # a direction action that shot rather than moved
-    "undo_exploit_completion": (jnp.bool_, ()),
-    "overflow": (jnp.int32, ()),  # slot-capacity overflows so far (must stay 0)
-}
+ENV_TRAINING_REWARD = "env"  # the env's own reward, offered by every env
 
 
-class EnvParams(Protocol):
-    max_steps_in_episode: int  # truncation
-    shaping_gamma: float  # the discount of potential-based shaping: set to the agent's gamma
+class TrainerEnv:
+    """``env`` (with ``params``, used only to read its signature) and its hooks."""
 
-    def replace(self, **changes) -> "EnvParams": ...
+    def __init__(self, env, params):
+        self.env = env
+        self.num_actions = num_actions(env, params)
+        obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)
+        step = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.int32(0), params)
+        # One env's observation (shapes and dtypes) and its leaves' ranks.
+        self.observation_shape = obs
+        self._ranks = [leaf.ndim for leaf in jax.tree.leaves(obs)]
+        # The breakdown's names in pytree (sorted) order: the order of the breakdown in metrics
+        # and in checkpoints.
+        self.reward_components: tuple[str, ...] = tuple(step[5].get("reward_breakdown", {}))
+        self.training_reward_names = (ENV_TRAINING_REWARD,) + tuple(
+            getattr(env, "training_rewards", {}))
+        self.training_options: tuple[str, ...] = tuple(getattr(env, "training_options", ()))
+        self.metrics: tuple[Metric, ...] = tuple(getattr(env, "metrics", ()))
+        self.num_stages: Optional[int] = getattr(env, "num_stages", None)
+        self.has_board_view = hasattr(env, "board_view")
+        self.episode_resources: Optional[Callable] = getattr(env, "episode_resources", None)
+        self.version = getattr(env, "version", None)
+        # The model, worlds, leaf values and action counters of search (purejaxrl/search.py).
+        self.search_hooks = getattr(env, "search_hooks", None)
+        # Where a metric's alert shows: its record key -> the alert's words.
+        self.alerts = {m.log: m.alert for m in self.metrics if m.log and m.alert}
 
-
-class TrainableEnv(Protocol):
-    num_actions: int
-    reward_components: tuple[str, ...]  # info["reward_breakdown"] keys, in summing order
+    # ------------------------------------------------------------------------ gymnax API
+    @property
+    def name(self) -> str:
+        return getattr(self.env, "name", type(self.env).__name__)
 
     @property
-    def default_params(self) -> EnvParams: ...
+    def default_params(self):
+        return self.env.default_params
 
-    def reset(self, key: jax.Array, params: EnvParams) -> tuple[Observation, Any]: ...
+    def reset(self, key, params):
+        return self.env.reset(key, params)
 
-    def step(self, key: jax.Array, state: Any, action: jax.Array, params: EnvParams
-             ) -> tuple[Observation, Any, jax.Array, jax.Array, jax.Array, dict]: ...
+    def step(self, key, state, action, params):
+        return self.env.step(key, state, action, params)
 
-    def observation_space(self, params: EnvParams): ...
+    # ------------------------------------------------------------------------ hooks
+    def _lead(self, obs) -> tuple:
+        """The leading batch dimensions of ``obs`` (none for one env's observation)."""
+        leaf = jax.tree.leaves(obs)[0]
+        return leaf.shape[:leaf.ndim - self._ranks[0]]
 
+    def _over_batch(self, fn: Callable, obs, *args):
+        """``fn`` (written for one env) over every leading batch dimension of ``obs``."""
+        for _ in self._lead(obs):
+            fn = jax.vmap(fn)
+        return fn(obs, *args)
 
-def _check_observation(obs: Observation, space, num_actions: int, where: str) -> None:
-    assert isinstance(obs, Observation), f"{where}: {type(obs).__name__} is not an Observation"
-    for name, box in space.spaces.items():
-        leaf = getattr(obs, name)
-        assert leaf.shape == box.shape, f"{where}: {name} shape {leaf.shape} != {box.shape}"
-        assert leaf.dtype == box.dtype, f"{where}: {name} dtype {leaf.dtype} != {box.dtype}"
-    assert obs.action_mask.shape == (num_actions,)
-    assert bool(jnp.any(obs.action_mask)), f"{where}: empty action mask"
+    def action_mask(self, obs) -> jax.Array:
+        """bool[..., A]: the legal actions (all where the env has no mask)."""
+        if hasattr(self.env, "action_mask"):
+            return self._over_batch(self.env.action_mask, obs)
+        return jnp.ones(self._lead(obs) + (self.num_actions,), bool)
 
+    def flat_observation(self, obs) -> jax.Array:
+        """f32[..., D]: the env's flat view, else every leaf flattened and concatenated."""
+        if hasattr(self.env, "flat_observation"):
+            return self._over_batch(self.env.flat_observation, obs)
+        lead = self._lead(obs)
+        return jnp.concatenate([leaf.reshape(lead + (-1,)).astype(jnp.float32)
+                                for leaf in jax.tree.leaves(obs)], axis=-1)
 
-def check_env_contract(env: TrainableEnv, params: EnvParams, *, num_envs: int = 4,
-                       num_steps: int = 32, seed: int = 0) -> None:
-    """Assert that ``env`` meets the trainer's contract: observations match the declared
-    spaces with a non-empty mask; ``step`` returns the 6-tuple with float32 reward, bool flags
-    and every ``INFO_KEYS`` entry of the declared dtype and shape, the reward breakdown named by
-    ``reward_components`` and summing to the reward, and ``final_observation``; jit and vmap of
-    random legal play over ``num_steps`` trace ``step`` once; an episode that ends is followed
-    by a reset observation while ``final_observation`` keeps the ended one."""
-    space = env.observation_space(params)
-    obs, state = jax.jit(env.reset)(jax.random.PRNGKey(seed), params)
-    _check_observation(obs, space, env.num_actions, "reset")
+    def board_view(self, obs) -> BoardView:
+        return self._over_batch(self.env.board_view, obs)
 
-    traces = []
+    @property
+    def image_observation(self) -> bool:
+        """A single array of rank 3 ([H, W, C]): what the ``cnn`` encoder takes."""
+        return isinstance(self.observation_shape, jax.ShapeDtypeStruct) and self._ranks == [3]
 
-    def step(key, state, action):
-        traces.append(None)  # runs once per trace
-        return env.step(key, state, action, params)
+    def training_reward(self, name: str, reward: jax.Array, breakdown: dict) -> jax.Array:
+        """The reward PPO optimises (``TrainConfig.training_reward``): the env's own, or one of
+        its ``training_rewards``, for rewards of any batch shape."""
+        if name == ENV_TRAINING_REWARD:
+            return reward
+        fn = self.env.training_rewards[name]
+        for _ in range(reward.ndim):
+            fn = jax.vmap(fn)
+        return fn(reward, breakdown)
 
-    def play(key, obs, state):
-        def one(carry, key):
-            obs, state = carry
-            act_key, step_key = jax.random.split(key)
-            logits = jnp.where(obs.action_mask, 0.0, -jnp.inf)
-            action = jax.vmap(jax.random.categorical)(jax.random.split(act_key, num_envs),
-                                                       logits)
-            out = jax.vmap(step)(jax.random.split(step_key, num_envs), state, action)
-            legal = jnp.take_along_axis(obs.action_mask, action[:, None], axis=1)[:, 0]
-            return (out[0], out[1]), (out, obs, legal)
-        return jax.lax.scan(one, (obs, state), jax.random.split(key, num_steps))[1]
+    def metric_values(self, obs, action, info) -> jax.Array:
+        """f32[N, M]: every metric's value on each of N env steps (``obs`` the observation the
+        action was chosen from, ``info`` the step's)."""
+        if not self.metrics:
+            return jnp.zeros(action.shape + (0,), jnp.float32)
+        return jnp.stack([jax.vmap(m.value)(obs, action, info).astype(jnp.float32)
+                          for m in self.metrics], axis=-1)
 
-    keys = jax.random.split(jax.random.PRNGKey(seed + 1), num_envs)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-    (next_obs, _, reward, terminated, truncated, info), before, legal = jax.device_get(
-        jax.jit(play)(jax.random.PRNGKey(seed + 2), obs, state))
-    assert len(traces) == 1, f"step was traced {len(traces)} times"
-    assert bool(np.all(legal)), "random legal play chose a masked action"
-    batch = (num_steps, num_envs)
-    assert reward.shape == batch and reward.dtype == np.float32, (reward.shape, reward.dtype)
-    for flag in (terminated, truncated):
-        assert flag.shape == batch and flag.dtype == np.bool_
-    assert not np.any(terminated & truncated), "a step both terminated and truncated"
-    for name, (dtype, shape) in INFO_KEYS.items():
-        assert name in info, f"info lacks {name!r}"
-        assert info[name].dtype == dtype and info[name].shape == batch + shape, (
-            name, info[name].dtype, info[name].shape)
-    breakdown = info["reward_breakdown"]
-    assert set(breakdown) == set(env.reward_components), tuple(breakdown)
-    np.testing.assert_allclose(sum(breakdown[n] for n in env.reward_components), reward,
-                               rtol=1e-5, atol=1e-5)
-    for t in range(num_steps):
-        _check_observation(jax.tree.map(lambda x: x[t, 0], next_obs), space, env.num_actions,
-                           f"step {t}")
-    done = terminated | truncated
-    assert np.any(done), f"no episode ended in {num_steps} steps of random play"
-    final = info["final_observation"]
-    assert jax.tree.structure(final) == jax.tree.structure(next_obs)
-    same = np.all(np.stack([np.all(x == y, axis=tuple(range(2, x.ndim)))
-                            for x, y in zip(jax.tree.leaves(final), jax.tree.leaves(next_obs))]),
-                  axis=0)
-    # Where the episode goes on, final_observation is the next observation (where it ended,
-    # the ended episode's last one: the step's observation before the reset replaced it).
-    assert np.all(same[~done]), "final_observation differs from the observation mid-episode"
-    # The observation an action was chosen from is the previous step's next observation.
-    for t in range(1, num_steps):
-        assert all(np.array_equal(a[t], b[t - 1]) for a, b in
-                   zip(jax.tree.leaves(before), jax.tree.leaves(next_obs)))
+    def heuristic_policy(self) -> Optional[Callable]:
+        return getattr(self.env, "heuristic_policy", None)
+
+    def health_metrics(self, totals: dict) -> dict:
+        hook = getattr(self.env, "health_metrics", None)
+        return {} if hook is None else hook(totals)
+

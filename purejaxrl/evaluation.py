@@ -4,10 +4,12 @@ A policy is ``act(key, obs, env_state) -> action`` for a single env (vmapped her
 ``lax.while_loop`` that stops as soon as every env has finished its first episode (or after
 ``max_steps``), so short episodes cost short loops.
 
-Besides the means (``summarize_episodes``), ``stage_report`` says where games end: for every
-stage the share of games that reach it and clear it, how the games that end there end, the steps
-and programs spent in it, and what the player still held when the game ended there (an env's
-optional ``episode_resources(state)`` hook names those resources).
+Every env reports return and length (``summarize_episodes``); an env's metrics
+(``envs/contract.Metric``) add their summaries (HackMatrix: win rate, deaths, siphons and
+programs per episode, ...). For an env with stages, ``stage_report`` says where games end: for
+every stage the share of games that reach it and clear it, how the games that end there end, the
+steps (and the per-stage metrics: HackMatrix's programs) spent in it, and what the player still
+held when the game ended there (the env's ``episode_resources`` hook names those resources).
 """
 
 from __future__ import annotations
@@ -19,55 +21,74 @@ from jax import lax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
-from envs.hackmatrix import baselines
-from purejaxrl import toy_env
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import ActorCritic, greedy_masked, sample_masked
 
+# ``act(key, obs, env_state) -> action`` for one env.
 Policy = Callable[[jax.Array, object, object], jax.Array]
-# Stages are counted in bins 0..STAGE_BINS-1 (HackMatrix reaches at most 8, the toy env 5).
-STAGE_BINS = 10
-# How a game ended, in the order a step's outcome is classified.
+# How a game ended, in the order a step's outcome is classified (won, died and invalid where
+# the env has those metrics).
 END_CAUSES = ("won", "died", "truncated", "invalid", "unfinished")
 
 
-def network_policy(network: ActorCritic, params, greedy) -> Policy:
+def network_policy(env: TrainerEnv, network: ActorCritic, params, greedy) -> Policy:
     """The network's policy: argmax over legal actions where ``greedy`` (a Python or traced
     bool), else a sample."""
     def act(key, obs, env_state):
         logits, _ = network.apply(params, obs)
-        return jnp.where(greedy, greedy_masked(logits, obs.action_mask),
-                         sample_masked(key, logits, obs.action_mask))
+        mask = env.action_mask(obs)
+        return jnp.where(greedy, greedy_masked(logits, mask), sample_masked(key, logits, mask))
     return act
 
 
-def random_policy(key, obs, env_state):
+def random_policy(env: TrainerEnv) -> Policy:
     """Uniform over the legal actions."""
-    return sample_masked(key, jnp.zeros(obs.action_mask.shape, jnp.float32), obs.action_mask)
+    def act(key, obs, env_state):
+        mask = env.action_mask(obs)
+        return sample_masked(key, jnp.zeros(mask.shape, jnp.float32), mask)
+    return act
 
 
-def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int,
+def play_episodes(env: TrainerEnv, env_params, policy: Policy, key: jax.Array, num_envs: int,
                   max_steps: int) -> dict:
-    """Per-env results of one episode each: return, length, stage at the end, won, died,
-    truncated, finished (False if ``max_steps`` ran out first), siphon and program actions
-    taken, actions the mask forbade (must be 0); per stage (i32[N, STAGE_BINS]) the steps and
-    programs taken in it; and ``end_<name>`` for each of the env's ``episode_resources``, read
-    from the state the game's last action was chosen in. Jittable."""
+    """Per-env results of one episode each: return, length, truncated, finished (False if
+    ``max_steps`` ran out first), actions the mask forbade (must be 0), and each of the env's
+    metrics (an outcome's value at the end, a count's total); with stages, the stage at the
+    end and per stage (i32[N, num_stages + 1]) the steps (``stage_steps``) and each per-stage
+    metric (``stage_<name>``) taken in it; and ``end_<name>`` for each of the env's
+    ``episode_resources``, read from the state the game's last action was chosen in.
+    Jittable."""
     reset_key, loop_key = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(reset_key, num_envs), env_params)
-    resources = getattr(env, "episode_resources", None)
+    resources = env.episode_resources
+    stages = env.num_stages is not None
+    bins = (env.num_stages + 1) if stages else 0
+    per_stage_metrics = [i for i, m in enumerate(env.metrics) if m.per_stage]
     zeros_f = jnp.zeros(num_envs, jnp.float32)
     zeros_b = jnp.zeros(num_envs, bool)
     zeros_i = jnp.zeros(num_envs, jnp.int32)
-    per_stage = jnp.zeros((num_envs, STAGE_BINS), jnp.int32)
+    # The metrics' first values give their dtypes: outcomes keep theirs, counts of bools or
+    # integers are i32, of floats f32.
+    step_shapes = jax.eval_shape(
+        lambda: env.step(jax.random.PRNGKey(0), jax.tree.map(lambda x: x[0], env_state),
+                         jnp.int32(0), env_params))
+    metric_dtypes = {}
+    for metric in env.metrics:
+        value = jax.eval_shape(metric.value, jax.tree.map(lambda x: x[0], obs), jnp.int32(0),
+                               step_shapes[5])
+        integral = jnp.issubdtype(value.dtype, jnp.integer) or value.dtype == jnp.bool_
+        metric_dtypes[metric.name] = (value.dtype if metric.at_end
+                                      else jnp.int32 if integral else jnp.float32)
     init = dict(t=jnp.int32(0), key=loop_key, obs=obs, env_state=env_state,
                 finished=zeros_b, episode_return=zeros_f, length=zeros_i,
-                # Every game starts at stage 1 (the first info["stage"] comes after a step).
-                stage=jnp.ones(num_envs, jnp.int32), won=zeros_b, died=zeros_b,
-                truncated=zeros_b, invalid=zeros_b, siphons=zeros_i, programs=zeros_i,
-                masked=zeros_i, undo_exploit=zeros_i, stage_steps=per_stage,
-                stage_programs=per_stage)
+                truncated=zeros_b, masked=zeros_i,
+                **{name: jnp.zeros(num_envs, dtype) for name, dtype in metric_dtypes.items()})
+    if stages:
+        per_stage = jnp.zeros((num_envs, bins), jnp.int32)
+        # Every game starts at stage 1 (the first info["stage"] comes after a step).
+        init.update(stage=jnp.ones(num_envs, jnp.int32), stage_steps=per_stage,
+                    **{f"stage_{env.metrics[i].name}": per_stage for i in per_stage_metrics})
     if resources is not None:
         init.update({f"end_{name}": jnp.zeros(num_envs, value.dtype)
                      for name, value in jax.eval_shape(
@@ -85,68 +106,75 @@ def play_episodes(env, env_params, policy: Policy, key: jax.Array, num_envs: int
                                               carry["env_state"], actions, env_params)
         playing = ~carry["finished"]
         done = (terminated | truncated) & playing
-        record = lambda old, new: jnp.where(playing, new, old)
-        count = lambda old, event: old + (playing & event).astype(jnp.int32)
-        legal = jnp.take_along_axis(carry["obs"].action_mask, actions[:, None], axis=-1)[:, 0]
-        is_program = actions >= PROGRAM_ACTION_OFFSET
-        in_stage = jax.nn.one_hot(jnp.clip(carry["stage"], 0, STAGE_BINS - 1), STAGE_BINS,
-                                  dtype=jnp.int32) * playing[:, None].astype(jnp.int32)
-        ended = {}
-        if resources is not None:
-            ended = {f"end_{name}": jnp.where(done, value, carry[f"end_{name}"])
-                     for name, value in jax.vmap(resources)(carry["env_state"]).items()}
-        return dict(
-            **ended,
-            stage_steps=carry["stage_steps"] + in_stage,
-            stage_programs=carry["stage_programs"] + in_stage * is_program[:, None],
+        record = lambda old, new: jnp.where(playing, new, old)  # noqa: E731
+        legal = jnp.take_along_axis(env.action_mask(carry["obs"]), actions[:, None],
+                                    axis=-1)[:, 0]
+        new = dict(
             t=carry["t"] + 1, key=key, obs=obs, env_state=env_state,
             finished=carry["finished"] | done,
             episode_return=carry["episode_return"] + jnp.where(playing, reward, 0.0),
             length=carry["length"] + playing.astype(jnp.int32),
-            stage=record(carry["stage"], info["stage"]),
-            won=record(carry["won"], info["won"]),
-            died=record(carry["died"], info["died"]),
             truncated=record(carry["truncated"], truncated & ~terminated),
-            invalid=carry["invalid"] | (playing & info["invalid_action"]),
-            siphons=count(carry["siphons"], actions == ACTION_SIPHON),
-            programs=count(carry["programs"], is_program),
-            masked=count(carry["masked"], ~legal),
-            undo_exploit=count(carry["undo_exploit"], info["undo_exploit_completion"]))
+            masked=carry["masked"] + (playing & ~legal).astype(jnp.int32))
+        values = {}
+        for metric in env.metrics:
+            value = jax.vmap(metric.value)(carry["obs"], actions, info)
+            old = carry[metric.name]
+            values[metric.name] = value
+            new[metric.name] = (record(old, value.astype(old.dtype)) if metric.at_end
+                                else old + jnp.where(playing, value, 0).astype(old.dtype))
+        if stages:
+            in_stage = jax.nn.one_hot(jnp.clip(carry["stage"], 0, bins - 1), bins,
+                                      dtype=jnp.int32) * playing[:, None].astype(jnp.int32)
+            new["stage"] = record(carry["stage"], info["stage"])
+            new["stage_steps"] = carry["stage_steps"] + in_stage
+            for i in per_stage_metrics:
+                name = f"stage_{env.metrics[i].name}"
+                new[name] = carry[name] + in_stage * values[env.metrics[i].name].astype(
+                    jnp.int32)[:, None]
+        if resources is not None:
+            new.update({f"end_{name}": jnp.where(done, value, carry[f"end_{name}"])
+                        for name, value in jax.vmap(resources)(carry["env_state"]).items()})
+        return new
 
     final = lax.while_loop(running, step, init)
     return {name: value for name, value in final.items()
             if name not in ("t", "key", "obs", "env_state")}
 
 
-def summarize_episodes(results: dict) -> dict:
-    """Means over envs (host side)."""
+def summarize_episodes(results: dict, env: TrainerEnv) -> dict:
+    """Means over envs (host side): return, length, truncations, unfinished games and masked
+    actions for every env, the mean stage for an env with stages, and each metric's summary
+    (``Metric.summary``)."""
     results = jax.device_get(results)
-    return {
-        "episodes": int(np.size(results["won"])),
-        "win_rate": float(np.mean(results["won"])),
-        "death_rate": float(np.mean(results["died"])),
-        "stage_mean": float(np.mean(results["stage"])),
+    summary = {
+        "episodes": int(np.size(results["finished"])),
         "return_mean": float(np.mean(results["episode_return"])),
         "length_mean": float(np.mean(results["length"])),
         "truncation_rate": float(np.mean(results["truncated"])),
-        "invalid_actions": int(np.sum(results["invalid"])),
         "unfinished": int(np.size(results["finished"]) - np.sum(results["finished"])),
-        "siphons_per_episode": float(np.mean(results["siphons"])),
-        "programs_per_episode": float(np.mean(results["programs"])),
         "masked_actions": int(np.sum(results["masked"])),
-        # Stage completions on a board UNDO restored from an earlier stage (decisions R9):
-        # where the env leaves that loop open, a stage or a win may be bought with it.
-        "undo_exploit_completions_per_episode": float(np.mean(results["undo_exploit"])),
     }
+    if "stage" in results:
+        summary["stage_mean"] = float(np.mean(results["stage"]))
+    for metric in env.metrics:
+        if metric.summary is not None:
+            values = np.asarray(results[metric.name])
+            summary[metric.summary] = (values.sum().item() if metric.summary_total
+                                       else float(np.mean(values)))
+    return summary
 
 
 def end_causes(results: dict) -> dict:
-    """bool[N] per cause in ``END_CAUSES``: exactly one is true for every game."""
-    won = np.asarray(results["won"], bool)
+    """bool[N] per cause in ``END_CAUSES``: exactly one is true for every game (a cause the
+    env has no metric for is never true)."""
     finished = np.asarray(results["finished"], bool)
-    died = np.asarray(results["died"], bool) & ~won
+    never = np.zeros(finished.shape, bool)
+    flag = lambda name: np.asarray(results[name], bool) if name in results else never  # noqa
+    won = flag("won")
+    died = flag("died") & ~won
     truncated = np.asarray(results["truncated"], bool) & ~won & ~died
-    invalid = np.asarray(results["invalid"], bool) & ~won & ~died & ~truncated
+    invalid = flag("invalid") & ~won & ~died & ~truncated
     return {"won": won, "died": died, "truncated": truncated, "invalid": invalid,
             "unfinished": ~finished}
 
@@ -156,14 +184,19 @@ def stage_report(results: dict, num_stages: int | None = None) -> list[dict]:
     any game reached): ``reached`` and ``cleared`` (a share of all games; a stage is cleared by
     moving past it, or by winning on it), ``clear_rate`` (cleared / reached), how many games
     ended on the stage by each of ``END_CAUSES``, and means over the games that reached it of
-    the steps and programs spent in it; ``end_<resource>`` means over the games that ended
-    there. Host side."""
+    the steps (``steps_mean``) and of each per-stage metric (``<name>_mean``) spent in it;
+    ``end_<resource>`` means over the games that ended there. Host side; [] for an env without
+    stages."""
     results = jax.device_get(results)
+    if "stage" not in results:
+        return []
     stage = np.asarray(results["stage"])
     games = max(stage.size, 1)
     causes = end_causes(results)
     num_stages = num_stages or int(max(stage.max(initial=1), 1))
     resources = sorted(name for name in results if name.startswith("end_"))
+    per_stage = [name[len("stage_"):] for name in results
+                 if name.startswith("stage_") and name != "stage_steps"]
     rows = []
     for k in range(1, num_stages + 1):
         reached = stage >= k
@@ -177,8 +210,9 @@ def stage_report(results: dict, num_stages: int | None = None) -> list[dict]:
                               if np.any(reached) else None),
                "ended": {cause: int(np.sum(flags & ends_here))
                          for cause, flags in causes.items() if cause != "won"},
-               "steps_mean": mean_over(np.asarray(results["stage_steps"])[:, k], reached),
-               "programs_mean": mean_over(np.asarray(results["stage_programs"])[:, k], reached)}
+               "steps_mean": mean_over(np.asarray(results["stage_steps"])[:, k], reached)}
+        for name in per_stage:
+            row[f"{name}_mean"] = mean_over(np.asarray(results[f"stage_{name}"])[:, k], reached)
         for name in resources:
             row[name] = mean_over(np.asarray(results[name], float), ends_here)
         rows.append(row)
@@ -188,9 +222,11 @@ def stage_report(results: dict, num_stages: int | None = None) -> list[dict]:
 def format_stage_report(rows: list[dict]) -> str:
     """The stage report as a text table."""
     resources = sorted({key for row in rows for key in row if key.startswith("end_")})
+    per_stage = [key[:-len("_mean")] for key in (rows[0] if rows else {})
+                 if key.endswith("_mean") and key != "steps_mean"]
     header = (f"{'stage':>5}{'reached':>9}{'cleared':>9}{'clear%':>8}"
               + "".join(f"{cause:>11}" for cause in END_CAUSES[1:])
-              + f"{'steps':>8}{'programs':>9}"
+              + f"{'steps':>8}" + "".join(f"{name:>9}" for name in per_stage)
               + "".join(f"{name:>12}" for name in resources))
     lines = [header]
 
@@ -202,7 +238,8 @@ def format_stage_report(rows: list[dict]) -> str:
             f"{row['stage']:>5}{number(row['reached'], '.1%', 9)}"
             f"{number(row['cleared'], '.1%', 9)}{number(row['clear_rate'], '.0%', 8)}"
             + "".join(f"{row['ended'][cause]:>11}" for cause in END_CAUSES[1:])
-            + number(row["steps_mean"], ".1f", 8) + number(row["programs_mean"], ".2f", 9)
+            + number(row["steps_mean"], ".1f", 8)
+            + "".join(number(row[f"{name}_mean"], ".2f", 9) for name in per_stage)
             + "".join(number(row[name], ".2f", 12) for name in resources))
     return "\n".join(lines)
 
@@ -218,13 +255,13 @@ def make_policy_comparison(env, env_params, policies: list[Policy], num_envs: in
     return jax.jit(play)
 
 
-def make_training_evaluator(env, env_params, network: ActorCritic, num_envs: int,
+def make_training_evaluator(env: TrainerEnv, env_params, network: ActorCritic, num_envs: int,
                             max_steps: int):
     """``evaluate(params, key) -> {"greedy": ..., "sampled": ...}`` per-env results; one
     compile serves both modes (``greedy`` is a traced flag)."""
     @jax.jit
     def play(params, key, greedy):
-        return play_episodes(env, env_params, network_policy(network, params, greedy), key,
+        return play_episodes(env, env_params, network_policy(env, network, params, greedy), key,
                              num_envs, max_steps)
 
     def evaluate(params, key):
@@ -233,7 +270,3 @@ def make_training_evaluator(env, env_params, network: ActorCritic, num_envs: int
                 "sampled": play(params, sampled_key, jnp.bool_(False))}
     return evaluate
 
-
-def heuristic_policy(env_name: str) -> Policy | None:
-    """The scripted baseline of an environment."""
-    return {"toy": toy_env.heuristic_policy, "hackmatrix": baselines.heuristic_policy}.get(env_name)

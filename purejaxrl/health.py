@@ -1,37 +1,15 @@
 """Learning-health signals that return alone hides (return can be farmed).
 
-* ``progress_metrics``: stage completions per finished episode, env steps per stage completed,
-  and distance shaping earned per stage completed. A policy that farms the shaping or survives
-  without progressing shows a rising ``steps_per_stage`` and ``shaping_per_stage``.
+* An env's own signals come from its ``health_metrics`` hook (``envs/contract.py``; HackMatrix:
+  stage completions per episode, steps and shaping per stage completed), logged with each chunk.
 * ``StallingDetector``: the stalling signature of HackMatrix training (the one the original
   training effort never got past): episode length keeps rising while the stage reached does not.
+  It watches any env that logs a mean stage (``episode/stage_mean``), and is silent for others.
 """
 
 from __future__ import annotations
 
 from typing import Optional
-
-import numpy as np
-
-
-def stage_completions(stage_hist: np.ndarray, wins: float) -> float:
-    """Stages completed by the finished episodes: an episode that ended on stage s completed
-    s - 1 stages, and a victory also completed the last one (the stage stays 8, game-rules
-    §10.1)."""
-    stages = np.arange(len(stage_hist))
-    return float((stage_hist * np.maximum(stages - 1, 0)).sum() + wins)
-
-
-def progress_metrics(stage_hist: np.ndarray, wins: float, episodes: float, length_sum: float,
-                     shaping_sum: Optional[float]) -> dict:
-    completions = stage_completions(stage_hist, wins)
-
-    def ratio(numerator, denominator):
-        return float(numerator) / denominator if denominator > 0 and numerator is not None \
-            else None
-    return {"progress/stages_completed_per_episode": ratio(completions, episodes),
-            "progress/steps_per_stage": ratio(length_sum, completions),
-            "progress/shaping_per_stage": ratio(shaping_sum, completions)}
 
 
 class StallingDetector:

@@ -27,12 +27,13 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from envs import registry
 from purejaxrl import ppo
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
 from purejaxrl.config import RunOptions, TrainConfig
-from purejaxrl.evaluation import (heuristic_policy, make_policy_comparison, network_policy,
-                                  play_episodes, random_policy, stage_report,
-                                  summarize_episodes)
+from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
+                                  random_policy, stage_report, summarize_episodes)
 
 EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
 
@@ -70,14 +71,13 @@ def evaluation_env(config: TrainConfig, close_undo_exploit: bool = False):
     """The parity environment of ``config.env``: the env's own defaults (Swift's reward and
     rules, the default time limit), whatever the training options are; with
     ``close_undo_exploit`` the R9 loop is closed and nothing else changes."""
-    env = ppo.env_class(config.env)(close_undo_exploit=close_undo_exploit)
-    return env, env.default_params
+    env, params = registry.make(config.env, close_undo_exploit=close_undo_exploit)
+    return TrainerEnv(env, params), params
 
 
-def judged(env, per_env) -> dict:
+def judged(env: TrainerEnv, per_env) -> dict:
     """The summary of one policy's games with their per-stage report."""
-    return {**summarize_episodes(per_env),
-            "stages": stage_report(per_env, getattr(env, "num_stages", None))}
+    return {**summarize_episodes(per_env, env), "stages": stage_report(per_env, env.num_stages)}
 
 
 def make_network_evaluator(config: TrainConfig, episodes: int,
@@ -85,12 +85,12 @@ def make_network_evaluator(config: TrainConfig, episodes: int,
     """``evaluate(params) -> {"greedy": summary, "sampled": summary}`` on the held-out boards;
     one compile serves every seed and both modes (params and the mode are arguments)."""
     env, env_params = evaluation_env(config, close_undo_exploit)
-    network = ppo.make_network(config, env.num_actions)
+    network = ppo.make_network(config, env)
     max_steps = int(env_params.max_steps_in_episode)
 
     @jax.jit
     def play(params, greedy):
-        return play_episodes(env, env_params, network_policy(network, params, greedy),
+        return play_episodes(env, env_params, network_policy(env, network, params, greedy),
                              jax.random.PRNGKey(EVALUATION_KEY), episodes, max_steps)
 
     def evaluate(params):
@@ -103,8 +103,8 @@ def evaluate_baselines(config: TrainConfig, episodes: int,
                        close_undo_exploit: bool = False) -> dict:
     """{"random": summary, "heuristic": summary} on the same held-out boards."""
     env, env_params = evaluation_env(config, close_undo_exploit)
-    policies = {"random": random_policy}
-    heuristic = heuristic_policy(config.env)
+    policies = {"random": random_policy(env)}
+    heuristic = env.heuristic_policy()
     if heuristic is not None:
         policies["heuristic"] = heuristic
     play = make_policy_comparison(env, env_params, list(policies.values()), episodes,
@@ -192,13 +192,18 @@ def reached(summary: dict, stage: int):
     return next((row["reached"] for row in rows if row["stage"] == stage), None)
 
 
-REACH_STAGES = range(2, 9)  # HackMatrix's stages after the first
+def reach_stages(summaries) -> list[int]:
+    """The stages after the first that the summaries' stage reports cover (HackMatrix: 2..8)."""
+    return sorted({row["stage"] for summary in summaries for row in summary.get("stages") or []
+                   if row["stage"] > 1})
 
 
 def summary_table(seed_rows: list[dict], baselines: dict) -> str:
     """Every seed, the median over seeds, then the baselines: the numbers that judge a run,
     with the R9 loop closed where the rows have that judgement (``honest``); the last columns
-    are the shares of games reaching stages 2..8."""
+    are the shares of games reaching each stage after the first (HackMatrix: 2..8)."""
+    shown = reach_stages([honest(r)[mode] for r in seed_rows for mode in ("greedy", "sampled")]
+                         + list(baselines.values()))
     columns = (("stage_mean", "stage", ".2f"), ("win_rate", "win", ".3f"),
                ("truncation_rate", "trunc", ".3f"), ("length_mean", "length", ".0f"),
                ("return_mean", "return", ".2f"), ("siphons_per_episode", "siph/ep", ".2f"),
@@ -206,7 +211,7 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
                ("masked_actions", "masked", "d"),
                ("undo_exploit_completions_per_episode", "R9/ep", ".2f"))
     header = (f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
-              + "".join(f"{'>=' + str(k):>7}" for k in REACH_STAGES))
+              + "".join(f"{'>=' + str(k):>7}" for k in shown))
     lines = [header]
 
     def cell(value, fmt, width=10):  # rows written before a column existed show "-"
@@ -216,10 +221,10 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
 
     def values(summary):
         return ([summary.get(key) for key, _, _ in columns]
-                + [reached(summary, k) for k in REACH_STAGES])
+                + [reached(summary, k) for k in shown])
 
-    formats = [fmt for _, _, fmt in columns] + [".1%"] * len(REACH_STAGES)
-    widths = [10] * len(columns) + [7] * len(REACH_STAGES)
+    formats = [fmt for _, _, fmt in columns] + [".1%"] * len(shown)
+    widths = [10] * len(columns) + [7] * len(shown)
 
     def line(name, cells):
         lines.append(f"{name:<24}" + "".join(cell(v, f, w) for v, f, w in

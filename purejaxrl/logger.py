@@ -19,8 +19,8 @@ import time
 import numpy as np
 
 from purejaxrl.checkpoint import METRICS_FILE
-from purejaxrl.health import progress_metrics
-from purejaxrl.ppo import ACTION_KINDS, NUM_STAGE_BINS, UpdateMetrics
+from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.ppo import UpdateMetrics
 
 _LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
                 "approx_kl",
@@ -31,39 +31,43 @@ def _ratio(numerator: float, denominator: float) -> float | None:
     return float(numerator) / float(denominator) if denominator > 0 else None
 
 
-def summarize_chunk(metrics: UpdateMetrics, reward_components: tuple[str, ...]) -> dict:
+def summarize_chunk(metrics: UpdateMetrics, env: TrainerEnv, batch_size: int) -> dict:
     """Reduce the stacked per-update metrics of one chunk (host numpy arrays, leading axis K)
     to one flat record. Episode statistics cover only episodes that finished in the chunk;
-    rates are per finished episode, action fractions per env step."""
+    rates are per finished episode, fractions per env step (``batch_size`` per update), totals
+    as they are (``Metric.log_per``); the env's health signals (``health_metrics``) come from
+    the chunk's totals."""
     active = np.asarray(metrics.active) > 0
-    total = lambda field: np.asarray(getattr(metrics, field))[active].sum(axis=0)
+    steps = float(np.sum(active) * batch_size)
+    total = lambda field: np.asarray(getattr(metrics, field))[active].sum(axis=0)  # noqa: E731
     episodes = float(total("episodes"))
+    env_totals = dict(zip([m.name for m in env.metrics], total("env_metrics")))
     record = {"episode/count": episodes,
               "episode/return_mean": _ratio(total("return_sum"), episodes),
-              "episode/length_mean": _ratio(total("length_sum"), episodes),
-              "episode/win_rate": _ratio(total("wins"), episodes),
-              "episode/death_rate": _ratio(total("deaths"), episodes),
-              "episode/truncation_rate": _ratio(total("truncations"), episodes)}
+              "episode/length_mean": _ratio(total("length_sum"), episodes)}
+    divisor = {"episode": episodes, "step": steps}
+    for metric in env.metrics:
+        if metric.log is None:
+            continue
+        value = env_totals[metric.name]
+        record[metric.log] = (float(value) if metric.log_per == "total"
+                              else _ratio(value, divisor[metric.log_per]))
+    record["episode/truncation_rate"] = _ratio(total("truncations"), episodes)
     stage_hist = total("stage_hist")
-    record["episode/stage_mean"] = _ratio(float((stage_hist * np.arange(NUM_STAGE_BINS)).sum()),
-                                          episodes)
-    for stage in range(NUM_STAGE_BINS):
-        if stage_hist[stage] > 0:
-            record[f"stage_reached/{stage}"] = float(stage_hist[stage]) / episodes
-    breakdown = dict(zip(reward_components, total("breakdown_sum")))
+    if env.num_stages is not None:
+        record["episode/stage_mean"] = _ratio(
+            float((stage_hist * np.arange(len(stage_hist))).sum()), episodes)
+        for stage in range(len(stage_hist)):
+            if stage_hist[stage] > 0:
+                record[f"stage_reached/{stage}"] = float(stage_hist[stage]) / episodes
+    breakdown = dict(zip(env.reward_components, total("breakdown_sum")))
     for name, value in breakdown.items():
         record[f"reward/{name}"] = _ratio(value, episodes)
-    record.update(progress_metrics(stage_hist, float(total("wins")), episodes,
-                                   float(total("length_sum")),
-                                   breakdown.get("distance_shaping")))
-    action_counts = total("action_counts")
-    steps = float(action_counts.sum())
-    for name, count in zip(ACTION_KINDS, action_counts):
-        record[f"actions/{name}_fraction"] = _ratio(count, steps)
-    record["actions/invalid"] = float(total("invalid_actions"))
+    record.update(env.health_metrics({
+        "episodes": episodes, "return_sum": float(total("return_sum")),
+        "length_sum": float(total("length_sum")), "stage_hist": stage_hist,
+        "breakdown": breakdown, **env_totals}))
     record["actions/masked_sampled"] = float(total("masked_actions_sampled"))
-    record["undo_exploit_completions"] = float(total("undo_exploit_completions"))
-    record["env/overflow_episodes"] = float(total("overflow_episodes"))
     record["curriculum/episodes"] = float(total("curriculum_episodes"))
     for field in _LOSS_FIELDS:
         values = np.asarray(getattr(metrics, field))[active]
@@ -94,30 +98,38 @@ def _position(update: int, env_steps: int, total_env_steps: int, sps: float | No
             f"SPS {sps or 0:,.0f} | ETA {format_duration(eta_s)}")
 
 
-def progress_line(record: dict, total_env_steps: int) -> str:
+# What the chunk line shows, where the record has it: (key, label, format).
+_PROGRESS_FIELDS = (("episode/stage_mean", "stage", ".2f"), ("episode/win_rate", "win", ".3f"),
+                    ("actions/invalid", "invalid", ".0f"))
+
+
+def progress_line(record: dict, total_env_steps: int, alerts: dict | None = None) -> str:
+    """The chunk's console line: position, return, and the stage, win rate and invalid
+    actions of an env that logs them (else the episode length); then the ``alerts`` (record
+    key -> words, ``TrainerEnv.alerts``) whose value is not 0."""
     def number(key, fmt):
         value = record.get(key)
         return format(value, fmt) if value is not None else "-"
+    fields = [f"return {number('episode/return_mean', '.3f')}"]
+    shown = [(key, label, fmt) for key, label, fmt in _PROGRESS_FIELDS if key in record]
+    fields += [f"{label} {number(key, fmt)}" for key, label, fmt in shown] or [
+        f"length {number('episode/length_mean', '.1f')}"]
     return (_position(record["update"], record["env_steps"], total_env_steps,
-                      record.get("sps"), record.get("eta_s")) + " | "
-            f"return {number('episode/return_mean', '.3f')} | "
-            f"stage {number('episode/stage_mean', '.2f')} | "
-            f"win {number('episode/win_rate', '.3f')} | "
-            f"invalid {int(record.get('actions/invalid', 0))}"
-            + _alerts(record))
+                      record.get("sps"), record.get("eta_s")) + " | " + " | ".join(fields)
+            + _alerts(record, alerts or {}))
 
 
-def _alerts(record: dict) -> str:
-    """Things a researcher must see at once: sampled illegal actions (a masking bug), UNDO-
-    exploit stage completions (decisions R9), dropped entity appends (env capacity)."""
-    alerts = []
+def _alerts(record: dict, alerts: dict) -> str:
+    """Things a researcher must see at once: sampled illegal actions (a masking bug), and the
+    env's alerts (HackMatrix: UNDO-exploit stage completions (decisions R9), dropped entity
+    appends (env capacity))."""
+    shown = []
     if record.get("actions/masked_sampled"):
-        alerts.append(f"MASKED ACTIONS SAMPLED {int(record['actions/masked_sampled'])}")
-    if record.get("undo_exploit_completions"):
-        alerts.append(f"UNDO-exploit stage completions {int(record['undo_exploit_completions'])}")
-    if record.get("env/overflow_episodes"):
-        alerts.append(f"episodes with slot overflow {int(record['env/overflow_episodes'])}")
-    return "".join(f" | {alert}" for alert in alerts)
+        shown.append(f"MASKED ACTIONS SAMPLED {int(record['actions/masked_sampled'])}")
+    for key, words in alerts.items():
+        if record.get(key):
+            shown.append(f"{words} {int(record[key])}")
+    return "".join(f" | {alert}" for alert in shown)
 
 
 _CLEAR_LINE = "\r\033[K"

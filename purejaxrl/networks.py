@@ -1,14 +1,20 @@
 """Actor-critic network over the observation, and the masked categorical distribution.
 
-Two encoders feed the MLP torso (``--encoder``):
+Three encoders feed the MLP torso (``--encoder``), each reading the observation through the
+env's hooks (``env_protocol.TrainerEnv``), never its fields:
 
-* ``flat``: ``flatten(obs)`` (player, programs, grid in that order), the baseline.
-* ``egocentric``: the grid re-centred on the player (``egocentric_grid``, an 11x11 window in
-  which every board cell is visible from every player position, plus an on-board channel), each
-  cell embedded by one shared dense layer, then flattened next to the player features, the owned
-  programs and the action mask. Moves and shots are relative to the player, so a pattern such as
-  "the exit is one cell up" or "an enemy is in my column" has one set of weights wherever the
-  player stands (as in Craftax's and NetHack's player-centred views).
+* ``flat``: the env's flat view (``flat_observation``; HackMatrix's ``flatten(obs)``: player,
+  programs, grid in that order; any other env's leaves flattened), the baseline.
+* ``egocentric``: the env's board (``board_view``: a grid of per-cell features and the player's
+  cell) re-centred on the player (``egocentric_window``: a (2H-1)x(2W-1) window in which every
+  board cell is visible from every player position, plus an on-board channel), each cell
+  embedded by one shared dense layer, then flattened next to the view's other features
+  (HackMatrix: the player features, the owned programs and the action mask). Moves and shots
+  are relative to the player, so a pattern such as "the exit is one cell up" or "an enemy is in
+  my column" has one set of weights wherever the player stands (as in Craftax's and NetHack's
+  player-centred views).
+* ``cnn``: for image observations [H, W, C] (MinAtar): one 3x3 convolution of
+  ``CNN_CHANNELS`` channels (MinAtar's network), flattened.
 
 The action mask is applied to the logits outside the network, so that the same masking code
 serves sampling, log-probabilities, entropy and KL.
@@ -16,14 +22,15 @@ serves sampling, log-probabilities, entropy and KL.
 
 from __future__ import annotations
 
+import functools
+from typing import Any
+
 import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.core.constants import COL_OF, GRID, N_CELLS, ROW_OF
-from envs.hackmatrix.core.entities import on_board
-from envs.hackmatrix.observation import Observation, flatten
+from envs.contract import BoardView
 
 # A large *finite* negative: exp() of it underflows to exactly 0 in float32, so masked actions
 # get probability 0, while (unlike -inf) it never yields inf - inf = nan in log-softmax or in
@@ -31,9 +38,8 @@ from envs.hackmatrix.observation import Observation, flatten
 MASKED_LOGIT = -1e9
 
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
-# Offsets -(GRID-1)..(GRID-1) around the player: the whole board is visible from any cell.
-EGOCENTRIC_SIZE = 2 * GRID - 1
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+CNN_CHANNELS = 16
 
 
 def _dense(features: int, scale: float, dtype) -> nn.Dense:
@@ -55,77 +61,95 @@ class MLPTorso(nn.Module):
         return x
 
 
-def player_cell(obs: Observation) -> tuple[jax.Array, jax.Array]:
-    """(row, col) i32 of the player, read back from player[0] = row / 5 and player[1] = col / 5
-    (programs-rewards-observation §9.2)."""
-    scaled = jnp.round(obs.player[..., :2] * (GRID - 1)).astype(jnp.int32)
-    scaled = jnp.clip(scaled, 0, GRID - 1)
-    return scaled[..., 0], scaled[..., 1]
+def window_size(height: int, width: int) -> tuple[int, int]:
+    """Offsets -(H-1)..(H-1) and -(W-1)..(W-1) around the player: the whole board is visible
+    from any cell."""
+    return 2 * height - 1, 2 * width - 1
 
 
-def _window_sources() -> np.ndarray:
-    """WINDOW_SOURCE[p, w]: the board cell seen at window cell w (row-major over 11 x 11) by a
-    player on cell p, or ``N_CELLS`` (a padding row) where that offset leaves the board."""
-    table = np.full((N_CELLS, EGOCENTRIC_SIZE * EGOCENTRIC_SIZE), N_CELLS, np.int32)
-    offsets = np.arange(EGOCENTRIC_SIZE) - (GRID - 1)
-    for player in range(N_CELLS):
-        rows = ROW_OF[player] + offsets[:, None] + 0 * offsets[None, :]
-        cols = COL_OF[player] + offsets[None, :] + 0 * offsets[:, None]
-        inside = on_board(rows, cols)
-        table[player] = np.where(inside, rows * GRID + cols, N_CELLS).ravel()
+@functools.lru_cache(maxsize=None)
+def window_sources(height: int, width: int) -> np.ndarray:
+    """[p, w]: the board cell (row-major) seen at window cell w (row-major) by a player on cell
+    p, or ``height * width`` (a padding row) where that offset leaves the board."""
+    cells = height * width
+    rows_of, cols_of = np.arange(cells) // width, np.arange(cells) % width
+    win_h, win_w = window_size(height, width)
+    row_offsets = np.arange(win_h) - (height - 1)
+    col_offsets = np.arange(win_w) - (width - 1)
+    table = np.full((cells, win_h * win_w), cells, np.int32)
+    for player in range(cells):
+        rows = rows_of[player] + row_offsets[:, None] + 0 * col_offsets[None, :]
+        cols = cols_of[player] + col_offsets[None, :] + 0 * row_offsets[:, None]
+        inside = (rows >= 0) & (rows < height) & (cols >= 0) & (cols < width)
+        table[player] = np.where(inside, rows * width + cols, cells).ravel()
     return table
 
 
-WINDOW_SOURCE = _window_sources()
-
-
 def egocentric_window(features: jax.Array, row: jax.Array, col: jax.Array) -> jax.Array:
-    """f32[..., 11, 11, F + 1] from per-cell ``features`` f32[..., 6, 6, F]: window cell
-    [i, j] holds board cell (row + i - 5, col + j - 5), and a last channel is 1 on the board and
-    0 off it (where the features are 0). One gather through ``WINDOW_SOURCE`` (measured faster
-    than one-hot contractions on CPU, forward and backward)."""
+    """f32[..., 2H-1, 2W-1, F + 1] from per-cell ``features`` f32[..., H, W, F]: window cell
+    [i, j] holds board cell (row + i - (H-1), col + j - (W-1)), and a last channel is 1 on the
+    board and 0 off it (where the features are 0). One gather through ``window_sources``
+    (measured faster than one-hot contractions on CPU, forward and backward)."""
+    height, width = features.shape[-3:-1]
     lead = features.shape[:-3]
-    cells = features.reshape(lead + (N_CELLS, features.shape[-1]))
+    cells = features.reshape(lead + (height * width, features.shape[-1]))
     cells = jnp.concatenate([cells, jnp.ones(cells.shape[:-1] + (1,), cells.dtype)], axis=-1)
     padded = jnp.concatenate([cells, jnp.zeros(lead + (1, cells.shape[-1]), cells.dtype)],
                              axis=-2)
-    sources = jnp.asarray(WINDOW_SOURCE)[row * GRID + col]  # [..., 121]
+    sources = jnp.asarray(window_sources(height, width))[row * width + col]  # [..., window]
     window = jnp.take_along_axis(padded, sources[..., None], axis=-2)
-    return window.reshape(lead + (EGOCENTRIC_SIZE, EGOCENTRIC_SIZE, cells.shape[-1]))
+    return window.reshape(lead + window_size(height, width) + (cells.shape[-1],))
 
 
-def egocentric_grid(obs: Observation) -> jax.Array:
-    """The observation's grid (f32[..., 6, 6, 42]) re-centred on the player: f32[..., 11, 11,
-    43]."""
-    return egocentric_window(obs.grid.astype(jnp.float32), *player_cell(obs))
+def egocentric_grid(view: BoardView) -> jax.Array:
+    """A board view's grid (f32[..., H, W, F]) re-centred on the player: f32[..., 2H-1, 2W-1,
+    F + 1]."""
+    return egocentric_window(view.grid.astype(jnp.float32), view.row, view.col)
 
 
 class EgocentricEncoder(nn.Module):
     """Each board cell embedded by one shared dense layer, the embeddings re-centred on the
-    player (``egocentric_window``: embedding first, so the layer runs on 36 cells, not 121),
-    flattened next to the player features, owned programs and action mask."""
+    player (``egocentric_window``: embedding first, so the layer runs on the H x W cells, not
+    the window's), flattened next to the view's other features."""
 
     cell_features: int
     activation: str
     dtype: str
 
     @nn.compact
-    def __call__(self, obs: Observation):
+    def __call__(self, view: BoardView):
         dtype = _DTYPES[self.dtype]
         cells = _ACTIVATIONS[self.activation](
-            _dense(self.cell_features, np.sqrt(2), dtype)(obs.grid.astype(dtype)))
-        window = egocentric_window(cells.astype(jnp.float32), *player_cell(obs)).astype(dtype)
-        lead = obs.player.shape[:-1]
-        return jnp.concatenate([
-            window.reshape(lead + (-1,)), obs.player.astype(dtype),
-            obs.programs.astype(dtype), obs.action_mask.astype(dtype)], axis=-1)
+            _dense(self.cell_features, np.sqrt(2), dtype)(view.grid.astype(dtype)))
+        window = egocentric_window(cells.astype(jnp.float32), view.row, view.col).astype(dtype)
+        lead = view.row.shape
+        return jnp.concatenate([window.reshape(lead + (-1,))]
+                               + [feature.astype(dtype) for feature in view.features], axis=-1)
+
+
+class ConvEncoder(nn.Module):
+    """Image observations [..., H, W, C]: one 3x3 convolution (MinAtar's network), flattened."""
+
+    activation: str
+    dtype: str
+
+    @nn.compact
+    def __call__(self, image):
+        dtype = _DTYPES[self.dtype]
+        conv = nn.Conv(CNN_CHANNELS, (3, 3), padding="VALID",
+                       kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
+                       bias_init=nn.initializers.zeros, dtype=dtype, param_dtype=jnp.float32)
+        features = _ACTIVATIONS[self.activation](conv(image.astype(dtype)))
+        return features.reshape(image.shape[:-3] + (-1,))
 
 
 class ActorCritic(nn.Module):
     """MLP actor-critic over the ``encoder``'s features. Returns float32 (logits[..., A],
-    value[...]) whatever the compute dtype; parameters are always float32."""
+    value[...]) whatever the compute dtype; parameters are always float32. ``env`` (a
+    ``TrainerEnv``) gives the encoders their view of the observation."""
 
     num_actions: int
+    env: Any
     hidden_width: int = 256
     hidden_depth: int = 2
     activation: str = "tanh"
@@ -135,11 +159,14 @@ class ActorCritic(nn.Module):
     cell_features: int = 8
 
     @nn.compact
-    def __call__(self, obs: Observation):
+    def __call__(self, obs):
         if self.encoder == "egocentric":
-            x = EgocentricEncoder(self.cell_features, self.activation, self.compute_dtype)(obs)
+            x = EgocentricEncoder(self.cell_features, self.activation, self.compute_dtype)(
+                self.env.board_view(obs))
+        elif self.encoder == "cnn":
+            x = ConvEncoder(self.activation, self.compute_dtype)(obs)
         else:
-            x = flatten(obs).astype(_DTYPES[self.compute_dtype])
+            x = self.env.flat_observation(obs).astype(_DTYPES[self.compute_dtype])
         torso = lambda: MLPTorso(self.hidden_width, self.hidden_depth, self.activation,
                                  self.compute_dtype)
         actor_features = torso()(x)
@@ -149,8 +176,9 @@ class ActorCritic(nn.Module):
         return logits.astype(jnp.float32), value[..., 0].astype(jnp.float32)
 
 
-def make_network(config, num_actions: int) -> ActorCritic:
-    return ActorCritic(num_actions=num_actions, hidden_width=config.hidden_width,
+def make_network(config, env) -> ActorCritic:
+    """The network of ``config`` for ``env`` (a ``TrainerEnv``)."""
+    return ActorCritic(num_actions=env.num_actions, env=env, hidden_width=config.hidden_width,
                        hidden_depth=config.hidden_depth, activation=config.activation,
                        separate_torsos=config.separate_torsos, compute_dtype=config.compute_dtype,
                        encoder=config.encoder, cell_features=config.cell_features)

@@ -1,4 +1,7 @@
-"""Masked PPO for HackMatrix, PureJaxRL style: the whole algorithm, top to bottom.
+"""Masked PPO, PureJaxRL style, for any env of ``envs.registry`` (HackMatrix, the toy corridor,
+gymnax's): the whole algorithm, top to bottom. The env is read through
+``env_protocol.TrainerEnv`` (its optional hooks: action mask, reward breakdown, training
+rewards, metrics, stages).
 
 1. environment factory            ``make_env``
 2. named structs                  ``Transition``, ``EpisodeAccumulators``, ``RunnerState``,
@@ -31,75 +34,73 @@ import numpy as np
 import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-from envs.hackmatrix import HackMatrix
-from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
-from envs.hackmatrix.observation import Observation
-from purejaxrl.config import ConfigError, TrainConfig
+from envs import registry
+from purejaxrl.config import ConfigError, TrainConfig, env_defaults
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
-from purejaxrl.env_protocol import EnvParams, TrainableEnv
-from purejaxrl.toy_env import ToyCorridor
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_entropy,
                                 sample_masked)
 
 DEVICE_AXIS = "devices"
-NUM_STAGE_BINS = 10  # stages 0..9; HackMatrix reaches at most 8
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
-ACTION_KINDS = ("move", "shot", "siphon", "program")
 
 
 # ---------------------------------------------------------------------------- 1. environment
 
-def env_class(name: str) -> type:
-    """The environment class of ``TrainConfig.env``."""
-    return ToyCorridor if name == "toy" else HackMatrix
-
-
-def make_env(config: TrainConfig) -> tuple[TrainableEnv, EnvParams]:
-    """(env, env_params) for ``config.env``; both meet ``env_protocol.TrainableEnv``."""
-    env = env_class(config.env)(reward_shaping=config.reward_shaping,
-                                close_undo_exploit=config.close_undo_exploit,
-                                undo_pays_once=config.undo_pays_once)
-    if config.curriculum_share > 0 and not hasattr(env, "num_stages"):
-        raise ConfigError(f"--curriculum-share needs an env with stages; {config.env!r} has "
-                          "none")
-    params = env.default_params
+def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
+    """(env, env_params) for ``config.env``, the env read through ``TrainerEnv``. A config the
+    env cannot train with (an unknown id, a training reward, encoder or curriculum it does not
+    offer) is a ``ConfigError`` naming the option, raised before anything is compiled."""
+    try:
+        env, params = registry.make(config.env, reward_shaping=config.reward_shaping,
+                                    close_undo_exploit=config.close_undo_exploit,
+                                    undo_pays_once=config.undo_pays_once)
+    except registry.UnknownEnvError as error:
+        raise ConfigError(f"--env: {error}") from None
     if config.max_episode_steps is not None:
         params = params.replace(max_steps_in_episode=config.max_episode_steps)
-    # Potential-based shaping must use the discount the agent optimises (decisions R7).
-    return env, params.replace(shaping_gamma=config.gamma)
+    if hasattr(params, "shaping_gamma"):
+        # Potential-based shaping must use the discount the agent optimises (decisions R7).
+        params = params.replace(shaping_gamma=config.gamma)
+    env = TrainerEnv(env, params)
+    check_env_config(config, env)
+    return env, params
 
 
-# Components of Swift's reward whose episode total is fixed by how the episode ends: damage and
-# recovery sum to (final HP - 3), i.e. -3 for every death; the death penalties follow from the
-# stage at death. Under discounting they pay only for postponing the end, which is the stalling
-# incentive (a policy that survives longer delays them); the "progress" training reward leaves
-# them out. Spending resources on programs is not penalised either (only gains count).
-TIMING_ONLY_COMPONENTS = ("damage_penalty", "hp_recovery", "death_penalty",
-                          "siphon_death_penalty")
-GAINS_ONLY_COMPONENTS = ("resource_gain",)
+def defaults_for_env(env_id: str) -> dict:
+    """The TrainConfig fields whose defaults differ for ``env_id`` (``config.env_defaults``:
+    PureJaxRL's configs for gymnax envs); ``ConfigError`` for an unknown id."""
+    if env_id in registry.OWN_ENVS:
+        return env_defaults(env_id, image_observation=False)
+    try:
+        env, params = registry.make(env_id)
+    except registry.UnknownEnvError as error:
+        raise ConfigError(f"--env: {error}") from None
+    obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0), params)
+    image = isinstance(obs, jax.ShapeDtypeStruct) and obs.ndim == 3
+    return env_defaults(env_id, image)
 
 
-def training_reward(config: TrainConfig, env_reward: jax.Array, breakdown: dict) -> jax.Array:
-    """The reward PPO optimises: the environment's (``training_reward="env"``) or the
-    "progress" reward, the environment's components without the timing-only ones and with
-    resource spending unpenalised. Logged returns and evaluations always use the
-    environment's reward."""
-    if config.training_reward == "env":
-        return env_reward
-    total = jnp.zeros_like(env_reward)
-    for name, value in breakdown.items():  # Swift's evaluation order
-        if name in TIMING_ONLY_COMPONENTS:
-            continue
-        total = total + (jnp.maximum(value, 0.0) if name in GAINS_ONLY_COMPONENTS else value)
-    return total
+def config_for_env(env_id: str, **fields) -> TrainConfig:
+    """A config for ``env_id``: its defaults (``defaults_for_env``), then ``fields``."""
+    return TrainConfig(env=env_id, **{**defaults_for_env(env_id), **fields})
 
 
-def env_signature(env: TrainableEnv, env_params: EnvParams):
-    """(num_actions, reward component names) read off abstract evaluation (no compile). The
-    names come in pytree (sorted) order, the order of the breakdown in metrics and checkpoints."""
-    obs, state = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
-    step = jax.eval_shape(env.step, jax.random.PRNGKey(0), state, jnp.int32(0), env_params)
-    return obs.action_mask.shape[-1], tuple(step[5]["reward_breakdown"].keys())
+def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
+    """The options of ``config`` that ``env`` must offer."""
+    if config.training_reward not in env.training_reward_names:
+        raise ConfigError(f"--training-reward {config.training_reward!r}: {config.env} offers "
+                          f"{', '.join(env.training_reward_names)}")
+    if config.curriculum_share > 0 and env.num_stages is None:
+        raise ConfigError(f"--curriculum-share needs an env with stages; {config.env!r} has "
+                          "none")
+    if config.encoder == "egocentric" and not env.has_board_view:
+        raise ConfigError(f"--encoder egocentric needs an env with a board view; "
+                          f"{config.env!r} has none (use flat"
+                          + (" or cnn)" if env.image_observation else ")"))
+    if config.encoder == "cnn" and not env.image_observation:
+        raise ConfigError(f"--encoder cnn needs image observations [H, W, C]; {config.env!r} "
+                          "has none (use flat)")
 
 
 # ---------------------------------------------------------------------------- 2. structs
@@ -107,9 +108,10 @@ def env_signature(env: TrainableEnv, env_params: EnvParams):
 @struct.dataclass
 class Transition:
     """One env step, time-major in a rollout: ``obs`` is the observation ``action`` was chosen
-    from; ``log_prob``, ``value`` and the mask (``obs.action_mask``) belong to that same choice."""
+    from; ``mask`` (its legal actions), ``log_prob`` and ``value`` belong to that same choice."""
 
-    obs: Observation
+    obs: Any
+    mask: jax.Array
     action: jax.Array
     log_prob: jax.Array
     value: jax.Array
@@ -149,7 +151,7 @@ class RunnerState:
     params: Any
     opt_state: Any
     env_state: Any  # per env (leading axis N)
-    obs: Observation  # per env: the observation the next action is chosen from
+    obs: Any  # per env: the observation the next action is chosen from
     env_keys: jax.Array  # per env RNG keys (sampling and env steps)
     update_key: jax.Array  # shared RNG key (minibatch shuffles)
     episode: EpisodeAccumulators
@@ -170,18 +172,16 @@ class UpdateMetrics:
     return_sum: jax.Array
     length_sum: jax.Array
     breakdown_sum: jax.Array  # f32[C] over finished episodes
-    stage_hist: jax.Array  # f32[NUM_STAGE_BINS] stage at the end of finished episodes
-    wins: jax.Array
-    deaths: jax.Array
+    # f32[num_stages + 1]: the stage at the end of finished episodes (f32[0] without stages)
+    stage_hist: jax.Array
     truncations: jax.Array
-    invalid_actions: jax.Array  # info["invalid_action"] (must stay 0)
     masked_actions_sampled: jax.Array  # sampled actions the mask forbade (must stay 0)
-    undo_exploit_completions: jax.Array
-    overflow_episodes: jax.Array  # finished episodes whose env dropped a slot append (must be 0)
     # Finished episodes that had started from the curriculum's archive (left out of the
     # episode statistics above: they are parts of games).
     curriculum_episodes: jax.Array
-    action_counts: jax.Array  # f32[len(ACTION_KINDS)]
+    # f32[M]: the env's metrics (env.metrics): outcomes summed over finished episodes, counts
+    # over every step
+    env_metrics: jax.Array
     total_loss: jax.Array
     policy_loss: jax.Array
     value_loss: jax.Array
@@ -197,13 +197,27 @@ class UpdateMetrics:
     nonfinite: jax.Array
 
     @classmethod
-    def zeros(cls, num_components: int) -> "UpdateMetrics":
+    def zeros(cls, env: TrainerEnv) -> "UpdateMetrics":
         zero = jnp.float32(0.0)
         fields = {name: zero for name in cls.__dataclass_fields__}
-        fields.update(breakdown_sum=jnp.zeros(num_components, jnp.float32),
-                      stage_hist=jnp.zeros(NUM_STAGE_BINS, jnp.float32),
-                      action_counts=jnp.zeros(len(ACTION_KINDS), jnp.float32))
+        fields.update(breakdown_sum=jnp.zeros(len(env.reward_components), jnp.float32),
+                      stage_hist=jnp.zeros(stage_bins(env), jnp.float32),
+                      env_metrics=jnp.zeros(len(env.metrics), jnp.float32))
         return cls(**fields)
+
+
+def stage_bins(env: TrainerEnv) -> int:
+    """Bins of the stage histogram: stages 0..num_stages (none without stages)."""
+    return 0 if env.num_stages is None else env.num_stages + 1
+
+
+def metric_total(metrics: UpdateMetrics, env: TrainerEnv, name: str) -> float:
+    """The total of the env metric ``name`` in ``metrics`` (host values, any leading axes);
+    0 for an env without that metric."""
+    names = [m.name for m in env.metrics]
+    if name not in names:
+        return 0.0
+    return float(np.sum(np.asarray(metrics.env_metrics)[..., names.index(name)]))
 
 
 NONFINITE_LOSS, NONFINITE_GRADIENT, NONFINITE_PARAMETERS = 1, 2, 4
@@ -354,11 +368,12 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
 
     def step(runner: RunnerState, _):
         obs = runner.obs
+        mask = env.action_mask(obs)
         logits, value = network.apply(runner.params, obs)
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(runner.env_keys)
         env_keys, action_keys, step_keys = keys[:, 0], keys[:, 1], keys[:, 2]
-        action = jax.vmap(sample_masked)(action_keys, logits, obs.action_mask)
-        log_prob = log_prob_of(logits, obs.action_mask, action)
+        action = jax.vmap(sample_masked)(action_keys, logits, mask)
+        log_prob = log_prob_of(logits, mask, action)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None))(step_keys, runner.env_state, action, env_params)
 
@@ -378,40 +393,41 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                 config.curriculum_slots, config.curriculum_share)
         # Whole games only: an episode started from the archive is a part of one.
         counted = done & ~from_archive
-        breakdown = jnp.stack([info["reward_breakdown"][name] for name in reward_components], -1)
-        optimised = training_reward(config, reward, info["reward_breakdown"])
+        if reward_components:
+            breakdown = jnp.stack([info["reward_breakdown"][name]
+                                   for name in reward_components], -1)
+        else:
+            breakdown = jnp.zeros(reward.shape + (0,), jnp.float32)
+        optimised = env.training_reward(config.training_reward, reward,
+                                        info.get("reward_breakdown", {}))
         ep = runner.episode
         ep_return = ep.returns + reward
         ep_length = ep.lengths + 1
         ep_breakdown = ep.breakdown + breakdown
         discounted = ep.discounted_returns * config.gamma + optimised
         done_f = counted.astype(jnp.float32)
-        is_direction = action < ACTION_SIPHON
-        shot = info["shot"] & is_direction
+        bins = stage_bins(env)
+        # Outcomes count at the end of whole episodes only; counts on every step.
+        at_end = jnp.asarray([m.at_end for m in env.metrics], bool)
+        metric_values = env.metric_values(obs, action, info)
         stats = {
             "episodes": done_f,
             "return_sum": ep_return * done_f,
             "length_sum": ep_length * done_f,
             "breakdown_sum": ep_breakdown * done_f[:, None],
-            "stage_hist": jax.nn.one_hot(jnp.clip(info["stage"], 0, NUM_STAGE_BINS - 1),
-                                         NUM_STAGE_BINS) * done_f[:, None],
-            "wins": (info["won"] & counted).astype(jnp.float32),
-            "deaths": (info["died"] & counted).astype(jnp.float32),
+            "stage_hist": (jax.nn.one_hot(jnp.clip(info["stage"], 0, bins - 1), bins)
+                           * done_f[:, None]) if bins else jnp.zeros(done.shape + (0,)),
             "truncations": (truncated & ~terminated & counted).astype(jnp.float32),
-            "invalid_actions": info["invalid_action"].astype(jnp.float32),
             "masked_actions_sampled": (~jnp.take_along_axis(
-                obs.action_mask, action[:, None], axis=-1)[:, 0]).astype(jnp.float32),
-            "undo_exploit_completions": info["undo_exploit_completion"].astype(jnp.float32),
-            "overflow_episodes": ((info["overflow"] > 0) & counted).astype(jnp.float32),
+                mask, action[:, None], axis=-1)[:, 0]).astype(jnp.float32),
             "curriculum_episodes": from_archive.astype(jnp.float32),
-            "action_counts": jnp.stack([is_direction & ~shot, shot, action == ACTION_SIPHON,
-                                        action >= PROGRAM_ACTION_OFFSET], -1).astype(jnp.float32),
+            "env_metrics": jnp.where(at_end, metric_values * done_f[:, None], metric_values),
         }
         keep = lambda x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), 0, x)
         episode = EpisodeAccumulators(returns=keep(ep_return), lengths=keep(ep_length),
                                       breakdown=keep(ep_breakdown),
                                       discounted_returns=keep(discounted))
-        transition = Transition(obs=obs, action=action, log_prob=log_prob, value=value,
+        transition = Transition(obs=obs, mask=mask, action=action, log_prob=log_prob, value=value,
                                 reward=optimised, terminated=terminated, truncated=truncated,
                                 bootstrap_value=bootstrap_value)
         # After a done step, next_obs is the reset observation (auto-reset), so the next action
@@ -491,7 +507,7 @@ def normalize_advantages(advantages: jax.Array, axis_name: str | None) -> jax.Ar
 def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, targets,
              config: TrainConfig):
     logits, value = network.apply(params, batch.obs)
-    mask = batch.obs.action_mask
+    mask = batch.mask
     log_prob = log_prob_of(logits, mask, batch.action)
     log_ratio = log_prob - batch.log_prob
     ratio = jnp.exp(log_ratio)
@@ -632,7 +648,6 @@ class UpdateChunk:
         self.trace_count = 0
         self.compile_seconds = None
         self._compiled = None
-        num_components = len(reward_components)
         reporting_device = [d.process_index for d in mesh.devices.flat].index(0)
 
         def seed_update(runner: RunnerState):
@@ -666,7 +681,7 @@ class UpdateChunk:
             return runner, metrics
 
         def skipped(runner: RunnerState):
-            zeros = UpdateMetrics.zeros(num_components)
+            zeros = UpdateMetrics.zeros(env)
             if config.num_seeds > 1:
                 zeros = jax.tree.map(lambda x: jnp.zeros((config.num_seeds,) + x.shape,
                                                          x.dtype), zeros)
@@ -715,6 +730,5 @@ def build(config: TrainConfig):
     """Everything static a run needs: (env, env_params, network, optimizer, reward component
     names)."""
     env, env_params = make_env(config)
-    num_actions, reward_components = env_signature(env, env_params)
-    return env, env_params, make_network(config, num_actions), make_optimizer(config), \
-        reward_components
+    return env, env_params, make_network(config, env), make_optimizer(config), \
+        env.reward_components

@@ -425,7 +425,8 @@ class _Run:
         records = []
         for index, track in enumerate(self.tracks):
             seed_metrics = jax.tree.map(lambda x: x[:, index], metrics) if multi else metrics
-            seed_record = {**record, **summarize_chunk(seed_metrics, self.reward_components)}
+            seed_record = {**record, **summarize_chunk(seed_metrics, self.env,
+                                                       self.config.batch_size)}
             if params is not None:
                 seed_record.update(self.evaluate(track.seed, self.of_seed(params, index)))
             warning = track.stalling.update(seed_record)
@@ -450,7 +451,7 @@ class _Run:
         key = jax.random.fold_in(jax.random.PRNGKey(seed + 1), self.update)
         results = self.evaluator(params, key)
         return {f"eval_{mode}/{name}": value for mode, per_env in results.items()
-                for name, value in summarize_episodes(per_env).items()}
+                for name, value in summarize_episodes(per_env, self.env).items()}
 
     def log(self, record: dict, seed_records: list[dict]) -> None:
         """One record per chunk: a single seed's as it is; several seeds' under ``seed<s>/``
@@ -469,7 +470,7 @@ class _Run:
         self.logger.log(logged)
         for track, seed_record in zip(self.tracks, seed_records):
             prefix = f"seed {track.seed} | " if len(seed_records) > 1 else ""
-            self.logger.print(prefix + progress_line(seed_record, total))
+            self.logger.print(prefix + progress_line(seed_record, total, self.env.alerts))
             if seed_record["health/stalling_warning"]:
                 self.logger.print(prefix + seed_record["health/stalling_warning"])
 

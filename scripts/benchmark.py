@@ -40,10 +40,8 @@ NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth")
 
 def bench_env(num_envs: int, num_steps: int, repeats: int, seed: int, reward_shaping: str) -> dict:
     from purejaxrl import env_throughput
-    row = env_throughput.bench(num_envs, num_steps, repeats, seed,
-                              {"reward_shaping": reward_shaping})
-    row["env"] = "hackmatrix"
-    return row
+    return env_throughput.bench(num_envs, num_steps, repeats, seed,
+                                {"reward_shaping": reward_shaping})
 
 
 def train_config(args, num_envs: int, num_devices: int):
@@ -107,7 +105,7 @@ def bench_train(args, num_envs: int) -> dict:
     for _ in range(args.repeats):
         runner, metrics, elapsed = run_chunk(runner)
         seconds.append(elapsed)
-        invalid += int(np.sum(metrics.invalid_actions))
+        invalid += int(ppo.metric_total(metrics, env, "invalid"))
         masked += int(np.sum(metrics.masked_actions_sampled))
     updates_done = int(np.ravel(jax.device_get(runner.update_step))[0])
     # Env steps of every seed: what the program does per second.
@@ -167,9 +165,9 @@ def print_row(row: dict) -> None:
           f"{row['sps_median']:>17,.0f} {row['sps_min']:>10,.0f}..{row['sps_max']:<10,.0f} "
           f"{per_update} {row['peak_host_rss_mb']:>7.0f} {network_label(row):>18}", flush=True)
     if row.get("invalid_actions") or row.get("masked_actions_sampled") or row.get("nan_reward") \
-            or row.get("max_overflow"):
+            or row.get("overflow_episodes") or row.get("max_overflow"):
         print(f"  WARNING: invalid={row.get('invalid_actions')} "
-              f"masked={row.get('masked_actions_sampled')} overflow={row.get('max_overflow')} "
+              f"masked={row.get('masked_actions_sampled')} overflow={row.get('overflow_episodes', row.get('max_overflow'))} "
               f"nan={row.get('nan_reward')}", file=sys.stderr)
 
 

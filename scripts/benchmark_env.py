@@ -45,8 +45,9 @@ def main(argv=None):
         print(f"{n:>6} {args.num_steps:>5} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
               f"{row['sps_median']:>17,.0f} {row['sps_min']:>9,.0f}..{row['sps_max']:<9,.0f} "
               f"{row['us_per_env_step']:>8.2f} {row['peak_host_rss_mb']:>7.0f}", flush=True)
-        if row["invalid_actions"] or row["max_overflow"] or row["nan_reward"]:
-            print(f"  WARNING: invalid={row['invalid_actions']} overflow={row['max_overflow']} "
+        if row["invalid_actions"] or row["overflow_episodes"] or row["nan_reward"]:
+            print(f"  WARNING: invalid={row['invalid_actions']} "
+                  f"overflow={row['overflow_episodes']} "
                   f"nan={row['nan_reward']}", file=sys.stderr)
     if args.output:
         os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)

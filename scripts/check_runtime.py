@@ -153,9 +153,10 @@ def check_training_update(args) -> str:
                   zip(jax.tree.leaves(params_before), jax.tree.leaves(params_after)))
     if not changed:
         raise CheckFailed("update 1 left every parameter unchanged")
-    for name in ("invalid_actions", "masked_actions_sampled"):
-        if float(np.sum(getattr(metrics, name))):
-            raise CheckFailed(f"{name} = {float(np.sum(getattr(metrics, name)))} (must be 0)")
+    for name, value in (("invalid_actions", ppo.metric_total(metrics, env, "invalid")),
+                        ("masked_actions_sampled", float(np.sum(metrics.masked_actions_sampled)))):
+        if value:
+            raise CheckFailed(f"{name} = {value} (must be 0)")
     return (f"{config.env}, {config.num_envs} envs x {config.num_steps} steps on "
             f"{num_devices} device(s), compile {compile_seconds:.1f}s, "
             f"loss {float(np.ravel(metrics.total_loss)[0]):.3f}")

@@ -100,7 +100,8 @@ class Game:
                              close_undo_exploit=args.close_undo_exploit,
                              undo_pays_once=args.undo_pays_once,
                              max_episode_steps=args.max_episode_steps)
-        env, self.env_params = ppo.make_env(config)
+        trainer_env, self.env_params = ppo.make_env(config)
+        env = trainer_env.env  # the game itself: play steps it without auto-reset
         self._step = jitted_env_step(env)  # the program watch_agent steps with
         self._mask = jax.jit(action_mask)
         reset_key, self.key = jax.random.split(jax.random.PRNGKey(args.seed))

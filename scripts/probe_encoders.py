@@ -84,7 +84,7 @@ def main(argv=None) -> int:
     results = {}
     for encoder in args.encoders:
         config = TrainConfig(encoder=encoder, hidden_width=args.hidden_width)
-        network = ppo.make_network(config, N_ACTIONS)
+        network = ppo.make_network(config, env)
         params = network.init(jax.random.PRNGKey(args.seed),
                               jax.tree.map(lambda x: x[0], train_obs))
         optimizer = optax.adam(args.lr)

@@ -1,6 +1,8 @@
 #!/usr/bin/env python
 """Watch a trained agent play HackMatrix: live terminal replay, GIF / MP4 / HTML replays, and
-exactly replayable episode records.
+exactly replayable episode records. Agents of other envs (gymnax's, the toy corridor) play too,
+with the observation as text (an image one as letters, a channel per letter), a GIF of image
+observations (MinAtar: a colour per channel) and the same summary of return and length.
 
     python scripts/watch_agent.py checkpoints/<run-name> --episodes 3 --fps 4
     python scripts/watch_agent.py ckpt.msgpack --step             # Enter advances one step
@@ -34,19 +36,19 @@ choose_platforms()  # before anything imports JAX
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
-from envs.hackmatrix import ENV_VERSION
-from envs.hackmatrix.core.constants import N_ACTIONS
+from envs.generic_view import observation_image, observation_text
 from envs.hackmatrix.viz.render_html import replay_html
 from envs.hackmatrix.viz.render_text import format_frame
 from envs.hackmatrix.viz.replay import (ReplayError, Simulator, load_record, run_episode,
                                         verify_replay, write_record)
 from purejaxrl import ppo
-from purejaxrl.checkpoint import CheckpointError, load_checkpoint
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, ConfigError, TrainConfig
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, FIELDS_ADDED_LATER, TrainConfig
 from purejaxrl.output_paths import OutputPathError, check_output_file
 from purejaxrl.networks import greedy_masked, make_network, masked_log_probs, sample_masked
+from purejaxrl.policy import PolicyError, load_policy as load
 
 
 class WatchError(Exception):
@@ -126,58 +128,36 @@ def env_options_of(config) -> dict:
 
 
 def config_for_options(options: dict):
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.config import FIELDS_ADDED_LATER
     # A record that predates an option was played without it.
     return TrainConfig(env="hackmatrix", **{"undo_pays_once": FIELDS_ADDED_LATER["undo_pays_once"],
                                             **options})
 
 
+# What only HackMatrix's viewers draw: watching another env's agent with them is refused.
+HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "reveal", "legend")
+
+
 def load_policy(path: str):
-    """(config, params, checkpoint) of a HackMatrix checkpoint, or WatchError saying why not."""
+    """The checkpoint's ``purejaxrl.policy.Policy`` (config, params, env, network), or
+    WatchError saying why not (the package's checks: readable, a compatible trainer and env
+    version, parameters that fit)."""
     try:
-        checkpoint = load_checkpoint(path)
-    except CheckpointError as error:
-        raise WatchError(str(error)) from None
-    where = checkpoint["path"]
-    try:
-        config = TrainConfig.from_dict(checkpoint["config"])
-    except (ConfigError, TypeError, ValueError) as error:
-        raise WatchError(f"{where} was written by an incompatible trainer version: "
-                         f"{error}") from None
-    if config.env != "hackmatrix":
-        raise WatchError(f"{where} was trained on the {config.env!r} environment; watch_agent "
-                         "shows HackMatrix agents only", 2)
-    saved_version, current_version = checkpoint.get("env_version"), ENV_VERSION
-    if None not in (saved_version, current_version) and saved_version != current_version:
-        raise WatchError(f"{where} was trained on environment version {saved_version!r}, this "
-                         f"code is version {current_version!r}: incompatible environment")
-    params = getattr(checkpoint["runner_state"], "params", None)
-    if params is None:
-        raise WatchError(f"{where} holds no network parameters")
-    env, env_params, network, _, _ = ppo.build(config)
-    obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
-    expected = jax.eval_shape(network.init, jax.random.PRNGKey(0), obs)
-    shapes = lambda tree: (jax.tree.structure(tree),  # noqa: E731
-                           [tuple(x.shape) for x in jax.tree.leaves(tree)])
-    if shapes(expected) != shapes(params):
-        raise WatchError(f"{where}: the saved network does not fit this environment's "
-                         "observation/action sizes (checkpoint from an incompatible "
-                         "environment version)")
-    return config, params, checkpoint
+        return load(path)
+    except PolicyError as error:
+        raise WatchError(str(error), error.code) from None
 
 
 # --------------------------------------------------------------------------- simulation
 
-def network_decision(network):
+def network_decision(env, network):
     """The network's policy over observations, in the form ``replay.Simulator`` runs: greedy
     (argmax over legal actions) or sampled, with the probabilities and value it shows."""
     def decide(params, key, obs, greedy):
         logits, value = network.apply(params, obs)
-        action = jnp.where(greedy, greedy_masked(logits, obs.action_mask),
-                           sample_masked(key, logits, obs.action_mask))
+        mask = env.action_mask(obs)
+        action = jnp.where(greedy, greedy_masked(logits, mask), sample_masked(key, logits, mask))
         return dict(action=action.astype(jnp.int32), value=value,
-                    probs=jnp.exp(masked_log_probs(logits, obs.action_mask)))
+                    probs=jnp.exp(masked_log_probs(logits, mask)))
     return decide
 
 
@@ -269,10 +249,12 @@ def run(args) -> int:
     record_in = load_record(args.replay) if args.replay else None
     network = params = None
     if args.checkpoint:
-        config, params, checkpoint = load_policy(args.checkpoint)
-        network = make_network(config, N_ACTIONS)
+        policy = load_policy(args.checkpoint)
+        config, params, checkpoint = policy.config, policy.params, policy.checkpoint
         print(f"checkpoint {checkpoint['path']} (update {checkpoint['update']}, "
               f"{checkpoint['env_steps']:,} env steps)")
+        if config.env != "hackmatrix":
+            return run_other_env(args, policy, started)
     if record_in is not None:
         options, seed = record_in["env_options"], record_in["seed"]
         config = config_for_options(options)
@@ -281,7 +263,10 @@ def run(args) -> int:
         options, seed = env_options_of(config), args.seed
         episodes = [(episode, None) for episode in range(args.episodes)]
     env, env_params = ppo.make_env(config)
-    simulator = Simulator(env, env_params, None if network is None else network_decision(network),
+    if params is not None:
+        network = make_network(config, env)
+    simulator = Simulator(env.env, env_params,
+                          None if network is None else network_decision(env, network),
                           params, greedy=args.greedy)
     live = LiveView(args)
     mode = "replay of " + args.replay if record_in else ("greedy" if args.greedy else "sampled")
@@ -320,6 +305,64 @@ def run(args) -> int:
         print(f"wrote HTML {args.html} ({len(frames)} frames)")
     print(f"summary ({time.perf_counter() - started:.1f}s)")
     print(format_summary(summary))
+    return 0
+
+
+def run_other_env(args, policy, started: float) -> int:
+    """Watch an agent of an env without HackMatrix's viewers: each step the observation as
+    text, the action with its probability, the value and the reward; a GIF of image
+    observations; the summary of return, length and how each episode ended. Episode e of
+    --seed s resets from fold_in(PRNGKey(s), e), as HackMatrix's episodes do."""
+    asked = [f"--{name}" for name in HACKMATRIX_ONLY if getattr(args, name)]
+    if asked:
+        raise WatchError(f"{', '.join(asked)}: HackMatrix only; {policy.config.env} agents "
+                         "show as text (and --gif for image observations)", 2)
+    env, env_params = policy.built[:2]
+    if args.gif and not env.image_observation:
+        raise WatchError(f"--gif needs image observations; {policy.config.env}'s are not "
+                         "(its agents show as text)", 2)
+    decide = jax.jit(network_decision(env, policy.network))
+    reset = jax.jit(env.reset)
+    step = jax.jit(env.step)
+    rows, frames = [], []
+    print(f"{args.episodes} episode(s) of {policy.config.env}, seed {args.seed}, "
+          f"{'greedy' if args.greedy else 'sampled'}")
+    for episode in range(args.episodes):
+        key = jax.random.fold_in(jax.random.PRNGKey(args.seed), episode)
+        reset_key, key = jax.random.split(key)
+        obs, state = reset(reset_key, env_params)
+        total, outcome = 0.0, "unfinished"
+        for t in range(args.max_steps):
+            act_key, step_key = jax.random.split(jax.random.fold_in(key, t))
+            decision = jax.device_get(decide(policy.params, act_key, obs, args.greedy))
+            action = int(decision["action"])
+            obs_host = np.asarray(jax.device_get(obs))
+            if args.gif:
+                frames.append(observation_image(obs_host))
+            obs, state, reward, terminated, truncated, _ = step(step_key, state, action,
+                                                                env_params)
+            total += float(reward)
+            if not args.quiet:
+                print(f"--- episode {episode} step {t} ---\n{observation_text(obs_host)}\n"
+                      f"action {action} (p={float(decision['probs'][action]):.2f}), value "
+                      f"{float(decision['value']):.3f}, reward {float(reward):.3f}")
+            if bool(terminated) or bool(truncated):
+                outcome = "terminated" if bool(terminated) else "truncated"
+                break
+        rows.append({"episode": episode, "return": round(total, 4), "length": t + 1,
+                     "outcome": outcome})
+    if args.gif:
+        import imageio.v3 as iio
+        iio.imwrite(args.gif, frames, extension=".gif", duration=int(round(1000 / args.fps)),
+                    loop=0)
+        print(f"wrote GIF {args.gif} ({len(frames)} frames)")
+    print(f"summary ({time.perf_counter() - started:.1f}s)")
+    columns = ("episode", "return", "length", "outcome")
+    print("  ".join(columns))
+    for row in rows:
+        print("  ".join(str(row[c]) for c in columns))
+    print(f"{len(rows)} episodes: mean return {sum(r['return'] for r in rows) / len(rows):.4f}, "
+          f"mean length {sum(r['length'] for r in rows) / len(rows):.1f}")
     return 0
 
 

@@ -1,9 +1,12 @@
-"""The package layout is the architecture (issue 15; SPEC §1.1), so its import direction is
+"""The package layout is the architecture (issues 15, 28; SPEC §1.1), so its import direction is
 checked: the rules in ``envs/hackmatrix/core`` import nothing outside ``core``; the env contract
 (the modules directly in ``envs/hackmatrix``) builds on ``core`` only; the viewers (``viz``)
 never reach into the Swift I/O (``swift_io``); nothing under ``envs`` imports the trainer or the
-scripts. No file adds to ``sys.path``: the scripts import the installed project
-(requirements.txt installs it with ``-e .``), the tests get the root from pytest.ini."""
+scripts. The trainer (``purejaxrl``) imports no env: it meets them in ``envs/registry.py`` and
+reads them by ``envs/contract.py``, the only ``envs`` modules it may import besides the
+JAX-free ``envs/compile_cache.py``; an env package imports no other env package. No file adds
+to ``sys.path``: the scripts import the installed project (requirements.txt installs it with
+``-e .``), the tests get the root from pytest.ini."""
 
 import ast
 import os
@@ -25,6 +28,9 @@ ALLOWED = {
 # The package's __init__ is its public API (HackMatrix, set_state, ...): it re-exports any layer.
 FACADE = PACKAGE / "__init__.py"
 FOREIGN = ("purejaxrl", "scripts", "tests")
+# The envs modules the trainer may import: the meeting point, the contract, the compile cache.
+TRAINER_MAY_IMPORT = ("envs", "envs.registry", "envs.contract", "envs.compile_cache")
+ENV_PACKAGES = ("hackmatrix", "toy")
 
 
 def _layer(module: str) -> str:
@@ -81,6 +87,45 @@ def test_the_layer_rules_see_every_import():
     assert _layer("envs.hackmatrix.core.state") == "core"
     assert _layer("envs.hackmatrix.env") == ""
     assert _layer("envs.hackmatrix") == ""
+
+
+def _modules_under(folder: pathlib.Path):
+    return sorted(path for path in folder.rglob("*.py"))
+
+
+def test_the_trainer_imports_no_env_but_the_registry_and_the_contract():
+    wrong = []
+    for path in _modules_under(REPO_ROOT / "purejaxrl"):
+        for line, module in _imports(path):
+            if module.split(".")[0] == "envs" and module not in TRAINER_MAY_IMPORT:
+                wrong.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_envs_import_neither_the_trainer_nor_each_other():
+    """Every module under envs/ (the registry and the contract included) stays out of the
+    trainer, scripts and tests; an env package imports no other env package (the toy corridor
+    is not HackMatrix); the contract imports no env."""
+    wrong = []
+    for path in _modules_under(REPO_ROOT / "envs"):
+        parts = path.relative_to(REPO_ROOT).parts
+        own = parts[1] if len(parts) > 2 else None
+        for line, module in _imports(path):
+            names = module.split(".")
+            if names[0] in FOREIGN:
+                wrong.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {module}")
+            if (names[0] == "envs" and len(names) > 1 and names[1] in ENV_PACKAGES
+                    and names[1] != own):
+                wrong.append(f"{path.relative_to(REPO_ROOT)}:{line} imports {module}")
+    assert not wrong, "\n".join(wrong)
+
+
+def test_the_trainer_check_would_catch_an_env_import():
+    """The checker itself: HackMatrix's hooks module, were it a trainer module, would be
+    refused for its (relative) imports of the game, not for the contract's."""
+    refused = {module for _, module in _imports(PACKAGE / "training.py")
+               if module.split(".")[0] == "envs" and module not in TRAINER_MAY_IMPORT}
+    assert "envs.hackmatrix.core.constants" in refused and "envs.contract" not in refused
 
 
 def test_no_file_changes_sys_path():

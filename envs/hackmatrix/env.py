@@ -9,7 +9,7 @@ from gymnax.environments import environment, spaces
 import numpy as np
 
 from .core import generation, reward_ledger, rewards
-from . import observation
+from . import ENV_VERSION, baselines, observation, training
 from .core.constants import (GRID, N_ACTIONS, N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET,
                              UNDO)
 from .core.game import step_game, step_keys
@@ -54,6 +54,12 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     """
 
     reward_components = REWARD_COMPONENTS  # info["reward_breakdown"] keys, in summing order
+    # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
+    # episode_resources below.
+    version = ENV_VERSION
+    training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once")
+    training_rewards = training.TRAINING_REWARDS
+    metrics = training.METRICS
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  undo_pays_once: bool = False, max_enemies: int = MAX_ENEMIES,
@@ -246,6 +252,27 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         HP, credits and energy that were left unspent)."""
         return {"hp": state.player.hp, "credits": state.player.credits,
                 "energy": state.player.energy}
+
+    def action_mask(self, obs: observation.Observation) -> jax.Array:
+        return obs.action_mask
+
+    def flat_observation(self, obs: observation.Observation) -> jax.Array:
+        return observation.flatten(obs)
+
+    def board_view(self, obs: observation.Observation):
+        return training.board_view(obs)
+
+    def heuristic_policy(self, key, obs, state: EnvState):
+        return baselines.heuristic_policy(key, obs, state)
+
+    def health_metrics(self, totals: dict) -> dict:
+        return training.health_metrics(totals)
+
+    @property
+    def search_hooks(self):
+        """The search's side of the game (``search_hooks`` imports this module)."""
+        from . import search_hooks
+        return search_hooks
 
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
         return spaces.Discrete(N_ACTIONS)

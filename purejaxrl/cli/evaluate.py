@@ -1,8 +1,10 @@
 """Compare policies on the same seeds: a trained checkpoint (greedy and sampled), a uniformly
-random legal policy, and the scripted heuristic where the environment has one.
+random legal policy, and the scripted heuristic where the environment has one; for any env of
+envs.registry (HackMatrix, the toy corridor, a gymnax id).
 
     python scripts/evaluate.py --checkpoint checkpoints/<run-name> --episodes 256
     python scripts/evaluate.py --env hackmatrix --policies random
+    python scripts/evaluate.py --env CartPole-v1 --episodes 64          # return and length
     python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
@@ -21,17 +23,22 @@ from purejaxrl.cli import evaluate_search
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.config import ENV_CHOICES, REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
+from purejaxrl.config import REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
 NO_POLICIES = "none"  # --policies none: only the search rows
-# summary key -> column header; R9/ep: stage completions on a board UNDO brought back from an
-# earlier stage (decisions R9), the sign of the cross-stage UNDO loop.
+# Summary key -> column header, in table order; a column shows where the env's summaries have
+# the key (return and length always; the rest are HackMatrix's and the toy corridor's metrics).
+# R9/ep: stage completions on a board UNDO brought back from an earlier stage (decisions R9),
+# the sign of the cross-stage UNDO loop.
 COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "return_mean",
            "length_mean": "length_mean", "death_rate": "death_rate",
            "truncation_rate": "truncation_rate", "undo_exploit_completions_per_episode": "R9/ep",
            "invalid_actions": "invalid_actions", "unfinished": "unfinished"}
+# Training options an evaluation may change (the env takes those it declares).
+ENV_OVERRIDES = ("env", "reward_shaping", "max_episode_steps", "close_undo_exploit",
+                 "undo_pays_once")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,22 +51,26 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--max-steps", type=int, default=2000,
                         help="step cap per episode when the env has no time limit")
-    parser.add_argument("--env", choices=ENV_CHOICES, help="default: the checkpoint's, else hackmatrix")
-    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
+    parser.add_argument("--env", help="an id of envs.registry (hackmatrix, toy, a gymnax id "
+                        "such as CartPole-v1); default: the checkpoint's, else hackmatrix")
+    options = parser.add_argument_group("HackMatrix options (other envs ignore them)")
+    options.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
+    options.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
+    options.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     parser.add_argument("--max-episode-steps", type=int)
-    parser.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
-    parser.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     evaluate_search.add_arguments(parser)
     return parser
 
 
 def format_table(results: dict) -> str:
+    columns = {key: header for key, header in COLUMNS.items()
+               if all(key in summary for summary in results.values())}
     width = max(len(name) for name in results) + 2
-    lines = ["policy".ljust(width) + "".join(header.rjust(16) for header in COLUMNS.values())]
+    lines = ["policy".ljust(width) + "".join(header.rjust(16) for header in columns.values())]
     for name, summary in results.items():
         cells = []
-        for key in COLUMNS:
+        for key in columns:
             value = summary[key]
             cells.append((f"{value:.4f}" if isinstance(value, float) else str(value)).rjust(16))
         lines.append(name.ljust(width) + "".join(cells))
@@ -97,45 +108,48 @@ def main(argv=None) -> int:
     import jax
     from purejaxrl import ppo
     print(describe_backend(), file=sys.stderr)
-    from purejaxrl.checkpoint import CheckpointError, load_checkpoint
-    from purejaxrl.evaluation import (format_stage_report, heuristic_policy,
-                                      make_policy_comparison, network_policy, random_policy,
-                                      stage_report, summarize_episodes)
+    from purejaxrl.config import ConfigError
+    from purejaxrl.evaluation import (format_stage_report, make_policy_comparison,
+                                      network_policy, random_policy, stage_report,
+                                      summarize_episodes)
+    from purejaxrl.policy import PolicyError, load_policy
     from purejaxrl.search import stage_reached_shares
-    from envs.hackmatrix.core.constants import N_STAGES  # HackMatrix-specific (stage table)
 
     config, params = TrainConfig(), None
     if args.checkpoint:
         try:
-            checkpoint = load_checkpoint(args.checkpoint)
-        except CheckpointError as error:
+            loaded = load_policy(args.checkpoint)
+        except PolicyError as error:
             print(f"error: {error}", file=sys.stderr)
-            return 1
-        config = TrainConfig.from_dict(checkpoint["config"])
-        params = checkpoint["runner_state"].params
+            return error.code
+        config, params, checkpoint = loaded.config, loaded.params, loaded.checkpoint
         print(f"checkpoint {checkpoint['path']} (update {checkpoint['update']}, "
               f"{checkpoint['env_steps']:,} env steps)")
-    overrides = {name: getattr(args, name) for name in
-                 ("env", "reward_shaping", "max_episode_steps", "close_undo_exploit",
-                  "undo_pays_once")
+    overrides = {name: getattr(args, name) for name in ENV_OVERRIDES
                  if getattr(args, name) is not None}
-    config = config.replace(**overrides)
-    if params is not None and config.env != TrainConfig.from_dict(checkpoint["config"]).env:
+    if params is not None and overrides.get("env", config.env) != config.env:
         print("error: --env differs from the checkpoint's environment", file=sys.stderr)
         return 2
-    if args.search_simulations and config.env != "hackmatrix":
-        print("error: search rows need --env hackmatrix", file=sys.stderr)
+    try:
+        if params is None:  # the env's own defaults (a gymnax env's training reward is "env")
+            config = ppo.config_for_env(overrides.get("env", config.env))
+        config = config.replace(**overrides)
+        env, env_params, network, _, _ = ppo.build(config)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
+    if args.search_simulations and env.search_hooks is None:
+        print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
+              "has none", file=sys.stderr)
         return 2
 
-    env, env_params, network, _, _ = ppo.build(config)
-    heuristic = heuristic_policy(config.env)
     policies = {}
     if params is not None:
-        policies["checkpoint-greedy"] = network_policy(network, params, greedy=True)
-        policies["checkpoint-sampled"] = network_policy(network, params, greedy=False)
-    policies["random"] = random_policy
-    if heuristic is not None:
-        policies["heuristic"] = heuristic
+        policies["checkpoint-greedy"] = network_policy(env, network, params, greedy=True)
+        policies["checkpoint-sampled"] = network_policy(env, network, params, greedy=False)
+    policies["random"] = random_policy(env)
+    if env.heuristic_policy() is not None:
+        policies["heuristic"] = env.heuristic_policy()
     if requested is not None:
         missing = [p for p in requested if p not in policies]
         if missing:
@@ -149,13 +163,13 @@ def main(argv=None) -> int:
     if policies:
         play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
                                       args.max_steps)
-        num_stages = getattr(env, "num_stages", None)
         for index, name in enumerate(policies):
             episodes = play(index, key)
-            results[name] = summarize_episodes(episodes)
-            stages[name] = stage_report(episodes, num_stages)
-            if config.env == "hackmatrix":
-                results[name]["stage_reached"] = stage_reached_shares(episodes, N_STAGES)
+            results[name] = summarize_episodes(episodes, env)
+            stages[name] = stage_report(episodes, env.num_stages)
+            if env.search_hooks is not None:  # beside the search rows' stage table
+                results[name]["stage_reached"] = stage_reached_shares(episodes,
+                                                                      env.num_stages)
     if args.search_simulations:
         results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
                                                    args.max_steps))
@@ -166,6 +180,8 @@ def main(argv=None) -> int:
     if args.search_simulations:
         print(evaluate_search.format_costs(results))
     for name, rows in stages.items():
+        if not rows:  # an env without stages
+            continue
         # Where each policy's games end: the share reaching and clearing every stage, how
         # the games that end there end, and what the player held then.
         print(f"\n{name}: per stage")

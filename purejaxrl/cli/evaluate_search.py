@@ -1,8 +1,8 @@
 """The search rows of ``scripts/evaluate.py`` (SPEC §4.5): options, the rows, and their tables.
 
 Kept out of ``evaluate.py`` so that the usual rows' command stays as it was; this is where the
-game-free search (``purejaxrl/search.py``) meets the HackMatrix hooks (``envs/hackmatrix/
-search_hooks.py``), the only HackMatrix imports here (marked)."""
+game-free search (``purejaxrl/search.py``) meets the env's search hooks (the ``search_hooks``
+hook of ``envs/contract.py``: HackMatrix's ``envs/hackmatrix/search_hooks.py``)."""
 
 from __future__ import annotations
 
@@ -60,8 +60,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int) -> 
     from purejaxrl.evaluation import summarize_episodes
     from purejaxrl.search import (SearchSettings, make_search_policy, network_prior,
                                   play_boards, stage_reached_shares, uniform_prior)
-    from envs.hackmatrix import search_hooks  # HackMatrix-specific: model, worlds, leaf values
-    from envs.hackmatrix.core.constants import N_STAGES  # HackMatrix-specific
+    search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
 
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
     priors = ("uniform", "checkpoint") if prior_choice == "both" else (prior_choice,)
@@ -79,7 +78,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int) -> 
                             else network_prior(network, params))
                 policy = make_search_policy(
                     settings=settings, prior_fn=prior_fn,
-                    **search_hooks.make_hooks(env, fair=fair, leaf=args.search_leaf))
+                    **search_hooks.make_hooks(env.env, fair=fair, leaf=args.search_leaf))
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
@@ -90,8 +89,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int) -> 
                 start = time.perf_counter()
                 episodes = jax.block_until_ready(compiled(key))
                 wall_s = time.perf_counter() - start
-                summary = summarize_episodes(episodes)
-                summary["stage_reached"] = stage_reached_shares(episodes, N_STAGES)
+                summary = summarize_episodes(episodes, env)
+                summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
                 moves = int(jax.device_get(episodes["length"]).sum())
                 summary["search"] = dict(
                     simulations=simulations, worlds=worlds, information=information,

@@ -99,7 +99,10 @@ def test_a_saved_finite_state_is_named_not_written_again(saved_every_update):
 
 
 def test_nonfinite_bits_name_what_diverged_per_seed():
-    metrics = ppo.UpdateMetrics.zeros(2).replace(total_loss=jnp.float32(jnp.nan))
+    from envs import registry
+    from purejaxrl.env_protocol import TrainerEnv
+    toy = TrainerEnv(*registry.make("toy"))
+    metrics = ppo.UpdateMetrics.zeros(toy).replace(total_loss=jnp.float32(jnp.nan))
     params = {"w": jnp.ones(3)}
     bits = ppo.nonfinite_bits(metrics, params, 1)
     assert int(bits) == ppo.NONFINITE_LOSS

@@ -1,5 +1,6 @@
-"""Learning-health signals: stages completed, steps and shaping per stage completed, and the
-stalling warning (episode length rising while the stage reached does not)."""
+"""Learning-health signals: HackMatrix's (stages completed, steps and shaping per stage
+completed, its health_metrics hook) and the trainer's stalling warning (episode length rising
+while the stage reached does not)."""
 
 import json
 import os
@@ -7,7 +8,8 @@ import os
 import numpy as np
 import pytest
 
-from purejaxrl.health import StallingDetector, progress_metrics, stage_completions
+from envs.hackmatrix.training import health_metrics, stage_completions
+from purejaxrl.health import StallingDetector
 
 STALLED_RUN = os.path.join(os.path.dirname(__file__), "..", "..", "benchmarks", "learning",
                            "learn-cpu-256.metrics.jsonl")
@@ -20,14 +22,20 @@ def test_stage_completions_count_stages_left_behind_and_the_won_final_stage():
     assert stage_completions(hist, wins=1) == 10
 
 
+def totals(hist, wins, episodes, length_sum, shaping_sum):
+    """A chunk's totals as the trainer hands them to health_metrics."""
+    return {"stage_hist": hist, "won": wins, "episodes": episodes, "length_sum": length_sum,
+            "return_sum": 0.0, "breakdown": {"distance_shaping": shaping_sum}}
+
+
 def test_progress_metrics_divide_by_stages_completed():
-    hist = np.zeros(10)
+    hist = np.zeros(9)
     hist[2], hist[3] = 2, 2  # 1 + 1 + 2 + 2 = 6 stages completed by 4 episodes
-    metrics = progress_metrics(hist, wins=0, episodes=4, length_sum=120, shaping_sum=1.5)
+    metrics = health_metrics(totals(hist, wins=0, episodes=4, length_sum=120, shaping_sum=1.5))
     assert metrics == {"progress/stages_completed_per_episode": 1.5,
                        "progress/steps_per_stage": 20.0, "progress/shaping_per_stage": 0.25}
-    none = progress_metrics(np.eye(10)[1] * 3, wins=0, episodes=3, length_sum=90,
-                            shaping_sum=0.3)
+    none = health_metrics(totals(np.eye(9)[1] * 3, wins=0, episodes=3, length_sum=90,
+                                 shaping_sum=0.3))
     assert none["progress/steps_per_stage"] is None  # no stage completed: undefined, not inf
 
 

@@ -212,7 +212,7 @@ def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
                          undo_pays_once=True, max_episode_steps=300, gamma=0.9)
     env, params = evaluation_env(config)
     parity = HackMatrix()
-    judged = (env.reward_shaping, env.close_undo_exploit, env.undo_pays_once)
+    judged = (env.env.reward_shaping, env.env.close_undo_exploit, env.env.undo_pays_once)
     assert judged == (parity.reward_shaping, parity.close_undo_exploit, parity.undo_pays_once)
     assert params == parity.default_params
 

@@ -6,12 +6,19 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from envs import registry
 from envs.hackmatrix.observation import Observation
 from purejaxrl.config import TrainConfig
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import (MASKED_LOGIT, greedy_masked, log_prob_of, make_network,
                                 masked_entropy, masked_kl, sample_masked)
 
 NUM_ACTIONS = 28
+
+
+@pytest.fixture(scope="module")
+def hackmatrix():
+    return TrainerEnv(*registry.make("hackmatrix"))
 
 
 @pytest.fixture(scope="module")
@@ -91,13 +98,13 @@ def _observation(batch, channels):
 
 @pytest.mark.parametrize("encoder", ["flat", "egocentric"])
 @pytest.mark.parametrize("separate", [True, False])
-def test_network_shapes_torsos_and_float32_outputs(separate, encoder):
+def test_network_shapes_torsos_and_float32_outputs(separate, encoder, hackmatrix):
     """Any grid channel count; separate torsos double the hidden layers (the egocentric
     encoder's one shared cell embedding comes on top); bfloat16 compute keeps float32
     parameters and float32 logits/values."""
     config = TrainConfig(hidden_width=8, hidden_depth=2, separate_torsos=separate,
                          compute_dtype="bfloat16", encoder=encoder)
-    network = make_network(config, NUM_ACTIONS)
+    network = make_network(config, hackmatrix)
     obs = _observation(3, 5)
     params = network.init(jax.random.PRNGKey(0), obs)
     logits, value = network.apply(params, obs)
@@ -110,11 +117,11 @@ def test_network_shapes_torsos_and_float32_outputs(separate, encoder):
     assert len(kernels) == (2 * 2 + 2 if separate else 2 + 2) + embedding
 
 
-def test_orthogonal_init_scales():
+def test_orthogonal_init_scales(hackmatrix):
     """Orthogonal hidden weights (W^T W = 2 I for gain sqrt 2), policy head gain 0.01, zero
     biases: initial logits are near zero (near-uniform initial policy)."""
     config = TrainConfig(hidden_width=16, hidden_depth=1, separate_torsos=False)
-    network = make_network(config, NUM_ACTIONS)
+    network = make_network(config, hackmatrix)
     params = network.init(jax.random.PRNGKey(0), _observation(1, 2))["params"]
     hidden = params["MLPTorso_0"]["Dense_0"]
     kernel = np.asarray(hidden["kernel"])

@@ -1,25 +1,32 @@
 """The egocentric encoder: the player-centred window holds exactly the board cells at each
-offset from the player (programs-rewards-observation §9.2: player[0] = row / 5, player[1] =
-col / 5), nothing off the board, and the network built on it runs on single and batched
-observations."""
+offset from the player (HackMatrix's board view: programs-rewards-observation §9.2, player[0] =
+row / 5, player[1] = col / 5; the toy corridor's one-row board), nothing off the board, and the
+network built on it runs on single and batched observations; the CNN encoder on images."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.hackmatrix import HackMatrix
+from envs import registry
 from envs.hackmatrix.core.constants import GRID
 from purejaxrl.config import TrainConfig
-from purejaxrl.networks import EGOCENTRIC_SIZE, egocentric_grid, make_network, player_cell
+from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.networks import egocentric_grid, make_network, window_size
 
 CENTRE = GRID - 1
+EGOCENTRIC_SIZE = 2 * GRID - 1
 
 
 @pytest.fixture(scope="module")
-def observations():
+def hackmatrix():
+    return TrainerEnv(*registry.make("hackmatrix"))
+
+
+@pytest.fixture(scope="module")
+def observations(hackmatrix):
     """Reset observations of 16 boards with a random grid payload, so every cell differs."""
-    env = HackMatrix()
+    env = hackmatrix.env
     obs, _ = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
         jax.random.split(jax.random.PRNGKey(0), 16), env.default_params)
     grid = jax.random.uniform(jax.random.PRNGKey(1), obs.grid.shape)
@@ -29,10 +36,13 @@ def observations():
     return obs.replace(grid=grid, player=player)
 
 
-def test_window_cell_at_offset_is_the_board_cell_at_that_offset(observations):
-    window = np.asarray(egocentric_grid(observations))
+def test_window_cell_at_offset_is_the_board_cell_at_that_offset(hackmatrix, observations):
+    view = hackmatrix.board_view(observations)
+    window = np.asarray(egocentric_grid(view))
     grid = np.asarray(observations.grid)
-    rows, cols = (np.asarray(x) for x in player_cell(observations))
+    rows, cols = np.asarray(view.row), np.asarray(view.col)
+    np.testing.assert_array_equal(rows, np.arange(16) % GRID)  # the player's cell, read back
+    np.testing.assert_array_equal(cols, (np.arange(16) * 5 // 3) % GRID)
     assert window.shape == (16, EGOCENTRIC_SIZE, EGOCENTRIC_SIZE, grid.shape[-1] + 1)
     for n in range(16):
         for i in range(EGOCENTRIC_SIZE):
@@ -45,18 +55,19 @@ def test_window_cell_at_offset_is_the_board_cell_at_that_offset(observations):
                     assert not window[n, i, j].any(), (n, i, j)
 
 
-def test_window_centre_is_the_player_cell_and_holds_the_whole_board(observations):
-    window = np.asarray(egocentric_grid(observations))
+def test_window_centre_is_the_player_cell_and_holds_the_whole_board(hackmatrix, observations):
+    view = hackmatrix.board_view(observations)
+    window = np.asarray(egocentric_grid(view))
     grid = np.asarray(observations.grid)
-    rows, cols = (np.asarray(x) for x in player_cell(observations))
+    rows, cols = np.asarray(view.row), np.asarray(view.col)
     for n in range(16):
         np.testing.assert_array_equal(window[n, CENTRE, CENTRE, :-1], grid[n, rows[n], cols[n]])
         assert window[n, ..., -1].sum() == GRID * GRID  # every board cell is in view
 
 
-def test_egocentric_network_runs_single_and_batched_with_same_outputs(observations):
+def test_egocentric_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations):
     config = TrainConfig(encoder="egocentric", cell_features=4, hidden_width=16)
-    network = make_network(config, 28)
+    network = make_network(config, hackmatrix)
     single = jax.tree.map(lambda x: x[0], observations)
     params = network.init(jax.random.PRNGKey(0), single)
     logits, value = network.apply(params, observations)
@@ -64,3 +75,28 @@ def test_egocentric_network_runs_single_and_batched_with_same_outputs(observatio
     logits0, value0 = network.apply(params, single)
     np.testing.assert_allclose(logits0, logits[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value0, value[0], rtol=1e-5, atol=1e-6)
+
+
+def test_a_one_row_board_gets_a_one_row_window():
+    """The toy corridor's 1x5 board: a 1x9 window whose centre is the agent's cell."""
+    toy = TrainerEnv(*registry.make("toy"))
+    obs, _ = toy.reset(jax.random.PRNGKey(0), toy.default_params)
+    window = np.asarray(egocentric_grid(toy.board_view(obs)))
+    assert window_size(1, 5) == (1, 9) and window.shape == (1, 9, 3)
+    np.testing.assert_array_equal(window[0, 4], [1.0, 0.0, 1.0])  # agent on cell 0, on board
+    np.testing.assert_array_equal(window[0, 8], [0.0, 1.0, 1.0])  # the exit, 4 cells right
+    assert not window[0, :4].any()  # left of cell 0: off the board
+
+
+def test_cnn_encoder_runs_on_minatar_images_single_and_batched():
+    env = TrainerEnv(*registry.make("Breakout-MinAtar"))
+    assert env.image_observation
+    obs, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 3),
+                                                   env.default_params)
+    network = make_network(TrainConfig(env="Breakout-MinAtar", encoder="cnn", hidden_width=8),
+                           env)
+    params = network.init(jax.random.PRNGKey(0), obs[0])
+    assert params["params"]["ConvEncoder_0"]["Conv_0"]["kernel"].shape == (3, 3, 4, 16)
+    logits, value = network.apply(params, obs)
+    assert logits.shape == (3, env.num_actions) and value.shape == (3,)
+    np.testing.assert_allclose(network.apply(params, obs[1])[0], logits[1], rtol=1e-5, atol=1e-6)

@@ -3,7 +3,7 @@ observation an action was chosen from with that action, its log-prob, value and 
 episode ends the next action is chosen from the reset observation; truncated steps carry the
 value of the final observation; episode statistics cover finished episodes only.
 
-The toy rewards depend on where the action was taken (purejaxrl/toy_env.py table), so an
+The toy rewards depend on where the action was taken (envs/toy/corridor.py table), so an
 off-by-one pairing changes the numbers checked here."""
 
 import functools
@@ -16,7 +16,7 @@ import pytest
 from purejaxrl import ppo
 from purejaxrl.config import TrainConfig
 from purejaxrl.networks import log_prob_of
-from purejaxrl.toy_env import EXIT_CELL, ToyState
+from envs.toy import EXIT_CELL, ToyState
 
 # The env's own reward is the one stored and checked against the toy table below.
 CONFIG = TrainConfig(env="toy", num_envs=6, num_steps=48, max_episode_steps=7, hidden_width=16,
@@ -24,10 +24,10 @@ CONFIG = TrainConfig(env="toy", num_envs=6, num_steps=48, max_episode_steps=7, h
                      training_reward="env")
 
 
-def toy_reward(obs_player, action):
+def toy_reward(features, action):
     """The toy table, from the observation the action was chosen from."""
-    cell = int(round(float(obs_player[0]) * EXIT_CELL))
-    best = int(round(float(obs_player[2]) * EXIT_CELL))
+    cell = int(round(float(features[0]) * EXIT_CELL))
+    best = int(round(float(features[2]) * EXIT_CELL))
     reward = -0.01
     if action == 3:
         reward += 0.1 * (cell + 1 > best) + 1.0 * (cell + 1 == EXIT_CELL)
@@ -67,7 +67,8 @@ def test_reward_matches_observation_action_pairing(rollout):
     t = rollout["transitions"]
     for step in range(CONFIG.num_steps):
         for env_index in range(CONFIG.num_envs):
-            expected = toy_reward(t.obs.player[step, env_index], int(t.action[step, env_index]))
+            expected = toy_reward(t.obs.features[step, env_index],
+                                  int(t.action[step, env_index]))
             assert np.isclose(t.reward[step, env_index], expected, atol=1e-6), (step, env_index)
 
 
@@ -78,9 +79,9 @@ def test_log_prob_value_and_mask_belong_to_the_stored_observation(rollout):
     params = rollout["runner"].params
     logits, values = rollout["network"].apply(params, t.obs)
     np.testing.assert_allclose(values, t.value, atol=1e-5)
-    np.testing.assert_allclose(log_prob_of(logits, t.obs.action_mask, t.action), t.log_prob,
-                               atol=1e-5)
-    assert np.take_along_axis(t.obs.action_mask, t.action[..., None], axis=-1).all()
+    np.testing.assert_array_equal(t.mask, t.obs.action_mask)
+    np.testing.assert_allclose(log_prob_of(logits, t.mask, t.action), t.log_prob, atol=1e-5)
+    assert np.take_along_axis(t.mask, t.action[..., None], axis=-1).all()
 
 
 def test_next_action_after_episode_end_comes_from_reset_observation(rollout):
@@ -100,8 +101,8 @@ def test_next_action_after_episode_end_comes_from_reset_observation(rollout):
                     np.testing.assert_array_equal(a, b)
                 checked_resets += 1
             else:
-                cell_before = round(float(t.obs.player[step, env_index, 0]) * EXIT_CELL)
-                cell_after = round(float(next_obs.player[0]) * EXIT_CELL)
+                cell_before = round(float(t.obs.features[step, env_index, 0]) * EXIT_CELL)
+                cell_after = round(float(next_obs.features[0]) * EXIT_CELL)
                 action = int(t.action[step, env_index])
                 move = {3: 1, 2: -1}.get(action, 0)
                 assert cell_after == cell_before + move
@@ -119,14 +120,14 @@ def test_truncation_bootstrap_uses_final_observation_value(rollout):
     assert len(steps) > 0
     checked = 0
     for step, env_index in zip(steps, envs):
-        player = t.obs.player[step, env_index]
+        player = t.obs.features[step, env_index]
         cell, best = round(player[0] * EXIT_CELL), round(player[2] * EXIT_CELL)
         action = int(t.action[step, env_index])
         final_cell = cell + {3: 1, 2: -1}.get(action, 0)
         final_state = ToyState(cell=jnp.int32(final_cell), best_cell=jnp.int32(max(best, final_cell)),
                                siphoned=jnp.bool_(player[1] > 0 or action == 4),
                                time=jnp.int32(CONFIG.max_episode_steps))
-        _, expected = network.apply(params, rollout["env"].observation(final_state))
+        _, expected = network.apply(params, rollout["env"].env.observation(final_state))
         np.testing.assert_allclose(t.bootstrap_value[step, env_index], expected, atol=1e-5)
         # It differs from the value of the reset observation stored next (that is the bug
         # this guards against: bootstrapping a truncated episode from the new episode).
@@ -157,18 +158,30 @@ def test_episode_statistics_sum_finished_episodes_only(rollout):
     assert np.isclose(stats["length_sum"].sum(), sum(expected_lengths))
     # The per-component breakdown adds up to the return.
     assert np.isclose(stats["breakdown_sum"].sum(), sum(expected_returns), atol=1e-4)
-    assert stats["masked_actions_sampled"].sum() == 0 and stats["invalid_actions"].sum() == 0
+    invalid = [m.name for m in rollout["env"].metrics].index("invalid")
+    assert stats["masked_actions_sampled"].sum() == 0
+    assert stats["env_metrics"][..., invalid].sum() == 0
     # Truncations are episode ends by the time limit only.
     assert stats["truncations"].sum() == (t.truncated & ~t.terminated).sum()
 
 
-def test_action_kind_fractions_use_action_index_and_shot_flag(rollout):
-    """move = direction without a shot, shot = toy action 1 (down), siphon = 4, program >= 5."""
+def test_env_metrics_count_outcomes_at_whole_episode_ends_and_actions_on_every_step(rollout):
+    """The toy's metrics (won, died: outcomes; invalid, moves, shots, siphons, waits: counts)
+    summed as the rollout reports them: an outcome on the steps that end an episode, a count
+    on every step, each from the action taken on it."""
     t, stats = rollout["transitions"], rollout["stats"]
-    counts = stats["action_counts"].sum(axis=(0, 1))
+    names = [m.name for m in rollout["env"].metrics]
+    totals = dict(zip(names, stats["env_metrics"].sum(axis=(0, 1))))
     a = t.action
-    expected = [np.sum((a < 4) & (a != 1)), np.sum(a == 1), np.sum(a == 4), np.sum(a >= 5)]
-    np.testing.assert_array_equal(counts, expected)
+    ends = t.terminated | t.truncated
+    won = ends & (a == 3) & (np.round(t.obs.features[..., 0] * EXIT_CELL) == EXIT_CELL - 1)
+    died = ends & (a == 0)
+    assert totals["won"] == won.sum() and totals["died"] == died.sum()
+    assert won.sum() > 0 and died.sum() > 0
+    expected = {"invalid": 0, "moves": np.sum((a == 0) | (a == 2) | (a == 3)),
+                "shots": np.sum(a == 1),
+                "siphons": np.sum(a == 4), "waits": np.sum(a == 5)}
+    assert {name: totals[name] for name in expected} == expected
 
 
 def test_discounted_return_accumulates_with_gamma_and_restarts_after_an_episode_end(rollout):

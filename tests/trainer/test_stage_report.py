@@ -5,8 +5,9 @@ import jax
 import numpy as np
 import pytest
 
-from purejaxrl.evaluation import (END_CAUSES, STAGE_BINS, end_causes, format_stage_report,
-                                  stage_report)
+from purejaxrl.evaluation import END_CAUSES, end_causes, format_stage_report, stage_report
+
+STAGE_BINS = 4  # stages 0..3
 
 
 def hand_made_results():
@@ -48,7 +49,17 @@ def test_stage_rows_count_reach_clear_and_how_games_end_there():
     assert rows[2]["programs_mean"] == 1.0
     assert rows[2]["end_credits"] == 2.0 and rows[0]["end_credits"] == 0.0
     text = format_stage_report(rows)
-    assert len(text.splitlines()) == 4 and "end_credits" in text
+    assert len(text.splitlines()) == 4 and "end_credits" in text and "programs" in text
+
+
+def test_an_env_without_a_cause_never_ends_by_it_and_one_without_stages_has_no_report():
+    results = hand_made_results()
+    del results["died"], results["invalid"]
+    causes = end_causes(results)
+    assert not causes["died"].any() and not causes["invalid"].any()
+    assert causes["truncated"].tolist() == [False, True, False, False]
+    plain = {"finished": np.ones(2, bool), "truncated": np.zeros(2, bool)}
+    assert stage_report(plain) == []
 
 
 @pytest.mark.slow  # extended suite (pytest -m slow)
@@ -56,11 +67,12 @@ def test_heuristic_games_report_consistent_stages_and_resources():
     """On HackMatrix (a few heuristic games): the report's stage-1 reach is 1, reach never
     grows with the stage, the ended games of all stages add up to the games that did not win,
     and the steps per stage add up to the episode lengths."""
-    from envs.hackmatrix import HackMatrix, baselines
+    from envs import registry
+    from purejaxrl.env_protocol import TrainerEnv
     from purejaxrl.evaluation import play_episodes
-    env = HackMatrix(close_undo_exploit=True)
+    env = TrainerEnv(*registry.make("hackmatrix", close_undo_exploit=True))
     results = jax.device_get(jax.jit(lambda key: play_episodes(
-        env, env.default_params, baselines.heuristic_policy, key, 8, 400))(
+        env, env.default_params, env.heuristic_policy(), key, 8, 400))(
             jax.random.PRNGKey(3)))
     rows = stage_report(results, env.num_stages)
     assert len(rows) == env.num_stages and rows[0]["reached"] == 1.0

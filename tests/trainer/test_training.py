@@ -42,16 +42,22 @@ def test_partial_chunk_does_only_its_active_updates(full_run):
 
 
 def test_chunk_metrics_cover_the_issue_list(full_run):
+    """The trainer's own records, and the toy's: its metrics under their log keys, its reward
+    components, its stages; nothing of another env's."""
     record = full_run.records[-1]
     for key in ("env_steps", "sps", "eta_s", "compile_s", "num_devices", "global_batch",
                 "num_minibatches", "update_epochs", "minibatch_size", "episode/return_mean",
                 "episode/length_mean", "episode/win_rate", "episode/death_rate",
                 "episode/truncation_rate", "episode/stage_mean", "reward/victory",
                 "reward/step_penalty", "actions/move_fraction", "actions/shot_fraction",
-                "actions/siphon_fraction", "actions/program_fraction", "actions/invalid",
-                "undo_exploit_completions", "ppo/approx_kl", "ppo/clip_fraction",
-                "ppo/explained_variance", "ppo/grad_norm", "ppo/entropy", "ppo/learning_rate"):
+                "actions/siphon_fraction", "actions/wait_fraction", "actions/invalid",
+                "actions/masked_sampled", "curriculum/episodes", "ppo/approx_kl",
+                "ppo/clip_fraction", "ppo/explained_variance", "ppo/grad_norm", "ppo/entropy",
+                "ppo/learning_rate"):
         assert key in record, key
+    assert "undo_exploit_completions" not in record and "progress/steps_per_stage" not in record
+    fractions = [value for key, value in record.items() if key.endswith("_fraction")]
+    assert sum(fractions) == pytest.approx(1.0)  # the toy's action kinds cover every action
     assert all(r["actions/invalid"] == 0 and r["actions/masked_sampled"] == 0
                for r in full_run.records)
     assert record["global_batch"] == 32 and record["num_devices"] == 1
@@ -252,8 +258,8 @@ def test_ppo_learns_the_toy_corridor(tmp_path, compile_cache_dir):
                          update_epochs=4, total_timesteps=40 * 128, hidden_width=32,
                          hidden_depth=1, lr=3e-3)
     env, env_params = ppo.make_env(config)
-    play = make_policy_comparison(env, env_params, [random_policy], 256, 100)
-    random_return = summarize_episodes(play(0, jax.random.PRNGKey(0)))["return_mean"]
+    play = make_policy_comparison(env, env_params, [random_policy(env)], 256, 100)
+    random_return = summarize_episodes(play(0, jax.random.PRNGKey(0)), env)["return_mean"]
     result = train(config, options(tmp_path, compile_cache_dir, updates_per_chunk=10))
     final_return = result.records[-1]["episode/return_mean"]
     assert final_return > random_return + 1.0, (random_return, final_return)

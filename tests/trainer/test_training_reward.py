@@ -1,6 +1,7 @@
-"""What PPO optimises: the progress training reward (the env's components without the
-timing-only ones), reward normalisation by the running return std (PureJaxRL's
-NormalizeVecReward idea), and configs from before these options resuming with them off."""
+"""What PPO optimises: the env's reward or one of its training rewards (HackMatrix's "progress":
+its components without the timing-only ones), reward normalisation by the running return std
+(PureJaxRL's NormalizeVecReward idea), and configs from before these options resuming with them
+off."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -33,12 +34,13 @@ def test_config_from_before_the_option_resumes_with_the_behaviour_of_its_time():
 
 
 def test_progress_training_reward_drops_timing_only_components_and_spending_penalty():
-    """A death step on stage 3 next to a siphon-spawned enemy (programs-rewards-observation
-    §8.11's -12.51 example) pays only the step penalty under "progress"; a step that spends
-    resources is not penalised, one that gains them is paid; "env" is the env's reward."""
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.ppo import training_reward
-    from envs.hackmatrix import REWARD_COMPONENTS
+    """HackMatrix's hook: a death step on stage 3 next to a siphon-spawned enemy
+    (programs-rewards-observation §8.11's -12.51 example) pays only the step penalty under
+    "progress"; a step that spends resources is not penalised, one that gains them is paid."""
+    from envs.hackmatrix import REWARD_COMPONENTS, HackMatrix
+
+    def training_reward(config, reward, breakdown):
+        return HackMatrix.training_rewards[config.training_reward](reward, breakdown)
 
     zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
     death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
@@ -51,5 +53,22 @@ def test_progress_training_reward_drops_timing_only_components_and_spending_pena
     np.testing.assert_allclose(training_reward(progress, jnp.float32(-0.21), spend), -0.01)
     np.testing.assert_allclose(training_reward(progress, jnp.float32(0.44), gain), 0.44,
                                rtol=1e-6)
-    env = TrainConfig(training_reward="env")
-    assert float(training_reward(env, jnp.float32(-12.51), death)) == np.float32(-12.51)
+
+
+def test_the_trainer_offers_env_and_the_envs_training_rewards_over_any_batch():
+    """"env" is the reward as it is; an env's training reward (the toy's "progress": without
+    the death penalty) is applied to every env of a batch; an env without training rewards
+    offers "env" only."""
+    from envs import registry
+    from purejaxrl.env_protocol import TrainerEnv
+    toy = TrainerEnv(*registry.make("toy"))
+    assert toy.training_reward_names == ("env", "progress")
+    breakdown = {name: jnp.zeros((2, 3)) for name in toy.reward_components}
+    breakdown["death"] = jnp.full((2, 3), -1.0)
+    breakdown["step_penalty"] = jnp.full((2, 3), -0.01)
+    reward = jnp.full((2, 3), -1.01)
+    np.testing.assert_array_equal(toy.training_reward("env", reward, breakdown), reward)
+    np.testing.assert_allclose(toy.training_reward("progress", reward, breakdown),
+                               np.full((2, 3), -0.01))
+    cartpole = TrainerEnv(*registry.make("CartPole-v1"))
+    assert cartpole.training_reward_names == ("env",) and cartpole.reward_components == ()

@@ -1,0 +1,112 @@
+"""HackMatrix's training hooks (``envs/contract.py``): the training rewards, the episode metrics
+the trainer logs and evaluation reports, the health signals about stages, and the board view of
+the egocentric encoder. ``env.HackMatrix`` exposes them; the trainer never imports this module.
+"""
+
+from __future__ import annotations
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs.contract import BoardView, Metric
+
+from .core.constants import ACTION_SIPHON, GRID, PROGRAM_ACTION_OFFSET
+from .observation import Observation
+
+# Components of Swift's reward whose episode total is fixed by how the episode ends: damage and
+# recovery sum to (final HP - 3), i.e. -3 for every death; the death penalties follow from the
+# stage at death. Under discounting they pay only for postponing the end, which is the stalling
+# incentive (a policy that survives longer delays them); the "progress" training reward leaves
+# them out. Spending resources on programs is not penalised either (only gains count).
+TIMING_ONLY_COMPONENTS = ("damage_penalty", "hp_recovery", "death_penalty",
+                          "siphon_death_penalty")
+GAINS_ONLY_COMPONENTS = ("resource_gain",)
+
+
+def progress_reward(reward: jax.Array, breakdown: dict) -> jax.Array:
+    """The "progress" training reward: the components without the timing-only ones, resource
+    spending unpenalised."""
+    total = jnp.zeros_like(reward)
+    for name, value in breakdown.items():
+        if name in TIMING_ONLY_COMPONENTS:
+            continue
+        total = total + (jnp.maximum(value, 0.0) if name in GAINS_ONLY_COMPONENTS else value)
+    return total
+
+
+TRAINING_REWARDS = {"progress": progress_reward}
+
+
+def _direction(action):
+    return action < ACTION_SIPHON
+
+
+# The names are those of the metrics files and ledgers written before the trainer was
+# separated from the game, so old and new runs compare key for key.
+METRICS = (
+    Metric("won", lambda obs, action, info: info["won"], at_end=True,
+           log="episode/win_rate", summary="win_rate"),
+    Metric("died", lambda obs, action, info: info["died"], at_end=True,
+           log="episode/death_rate", summary="death_rate"),
+    Metric("invalid", lambda obs, action, info: info["invalid_action"], log="actions/invalid",
+           log_per="total", summary="invalid_actions", summary_total=True),
+    # Stage completions on a board UNDO restored from an earlier stage (decisions R9): where
+    # the env leaves that loop open, a stage or a win may be bought with it.
+    Metric("undo_exploit", lambda obs, action, info: info["undo_exploit_completion"],
+           log="undo_exploit_completions", log_per="total",
+           alert="UNDO-exploit stage completions",
+           summary="undo_exploit_completions_per_episode"),
+    # Episodes whose env dropped a slot append (capacities; must stay 0).
+    Metric("overflow", lambda obs, action, info: info["overflow"] > 0, at_end=True,
+           log="env/overflow_episodes", log_per="total", alert="episodes with slot overflow"),
+    Metric("moves", lambda obs, action, info: _direction(action) & ~info["shot"],
+           log="actions/move_fraction", log_per="step"),
+    Metric("shots", lambda obs, action, info: _direction(action) & info["shot"],
+           log="actions/shot_fraction", log_per="step"),
+    Metric("siphons", lambda obs, action, info: action == ACTION_SIPHON,
+           log="actions/siphon_fraction", log_per="step", summary="siphons_per_episode"),
+    Metric("programs", lambda obs, action, info: action >= PROGRAM_ACTION_OFFSET,
+           log="actions/program_fraction", log_per="step", summary="programs_per_episode",
+           per_stage=True),
+)
+
+
+def stage_completions(stage_hist: np.ndarray, wins: float) -> float:
+    """Stages completed by the finished episodes: an episode that ended on stage s completed
+    s - 1 stages, and a victory also completed the last one (the stage stays 8, game-rules
+    §10.1)."""
+    stages = np.arange(len(stage_hist))
+    return float((stage_hist * np.maximum(stages - 1, 0)).sum() + wins)
+
+
+def health_metrics(totals: dict) -> dict:
+    """Learning-health signals that return alone hides (return can be farmed): stage
+    completions per finished episode, env steps per stage completed, and distance shaping
+    earned per stage completed. A policy that farms the shaping or survives without
+    progressing shows a rising ``steps_per_stage`` and ``shaping_per_stage``."""
+    completions = stage_completions(totals["stage_hist"], float(totals["won"]))
+    shaping = totals["breakdown"].get("distance_shaping")
+
+    def ratio(numerator, denominator):
+        return float(numerator) / denominator if denominator > 0 and numerator is not None \
+            else None
+    return {"progress/stages_completed_per_episode": ratio(completions, totals["episodes"]),
+            "progress/steps_per_stage": ratio(totals["length_sum"], completions),
+            "progress/shaping_per_stage": ratio(shaping, completions)}
+
+
+def player_cell(obs: Observation) -> tuple[jax.Array, jax.Array]:
+    """(row, col) i32 of the player, read back from player[0] = row / 5 and player[1] = col / 5
+    (programs-rewards-observation §9.2)."""
+    scaled = jnp.round(obs.player[..., :2] * (GRID - 1)).astype(jnp.int32)
+    scaled = jnp.clip(scaled, 0, GRID - 1)
+    return scaled[..., 0], scaled[..., 1]
+
+
+def board_view(obs: Observation) -> BoardView:
+    """The 6x6 grid around the player, with the player features, the owned programs and the
+    action mask beside it."""
+    row, col = player_cell(obs)
+    return BoardView(grid=obs.grid, row=row, col=col,
+                     features=(obs.player, obs.programs, obs.action_mask))

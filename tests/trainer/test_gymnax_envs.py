@@ -1,0 +1,111 @@
+"""The trainer on gymnax envs by id (issue 28): PureJaxRL's configs are their defaults (a flag
+given wins), a tiny CartPole-v1 run (MLP) and Breakout-MinAtar run (CNN) train and log return
+and length and nothing of HackMatrix's, and watch_agent plays their checkpoints (text; a GIF of
+MinAtar's images)."""
+
+import importlib.util
+import os
+
+import imageio.v3 as iio
+import pytest
+
+from purejaxrl import ppo
+from purejaxrl.config import GYMNAX_IMAGE_DEFAULTS, GYMNAX_VECTOR_DEFAULTS
+from purejaxrl.train import train
+from tests.trainer.toy_run import options
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+HACKMATRIX_KEYS = ("episode/win_rate", "episode/stage_mean", "actions/invalid",
+                   "undo_exploit_completions", "progress/steps_per_stage")
+
+
+def test_a_gymnax_env_starts_from_purejaxrls_config_and_our_envs_from_trainconfig():
+    """CartPole-v1: PureJaxRL's purejaxrl/ppo.py config (4 envs x 128 steps, 500k steps,
+    lr 2.5e-4, 4 epochs x 4 minibatches, 64x2 tanh, separate actor and critic, clipped value
+    loss); a MinAtar env: its MinAtar config (64 envs, 10M steps, lr 5e-3, 8 minibatches,
+    relu) with the CNN; a field given explicitly wins; HackMatrix and the toy keep
+    TrainConfig's defaults."""
+    cartpole = ppo.config_for_env("CartPole-v1")
+    assert (cartpole.num_envs, cartpole.num_steps, cartpole.total_timesteps, cartpole.lr,
+            cartpole.update_epochs, cartpole.num_minibatches) == (4, 128, 500_000, 2.5e-4, 4, 4)
+    assert (cartpole.hidden_width, cartpole.hidden_depth, cartpole.activation,
+            cartpole.separate_torsos, cartpole.clip_value_loss, cartpole.encoder,
+            cartpole.training_reward, cartpole.normalize_rewards) == (
+                64, 2, "tanh", True, True, "flat", "env", False)
+    breakout = ppo.config_for_env("Breakout-MinAtar", lr=1e-3)
+    assert (breakout.encoder, breakout.activation, breakout.num_envs,
+            breakout.num_minibatches, breakout.lr) == ("cnn", "relu", 64, 8, 1e-3)
+    assert GYMNAX_IMAGE_DEFAULTS["lr"] == 5e-3 and GYMNAX_VECTOR_DEFAULTS["lr"] == 2.5e-4
+    assert ppo.defaults_for_env("hackmatrix") == {} == ppo.defaults_for_env("toy")
+
+
+@pytest.fixture(scope="module")
+def cartpole_run(tmp_path_factory, compile_cache_dir):
+    config = ppo.config_for_env("CartPole-v1", num_steps=32, total_timesteps=2 * 128,
+                                hidden_width=16)
+    return config, train(config, options(tmp_path_factory.mktemp("cartpole"),
+                                         compile_cache_dir, eval_interval=2, eval_envs=4,
+                                         eval_max_steps=50))
+
+
+def test_cartpole_trains_and_logs_return_and_length_only(cartpole_run):
+    _, result = cartpole_run
+    record = result.records[-1]
+    assert record["episode/count"] > 0 and record["episode/return_mean"] > 5
+    assert record["episode/length_mean"] == record["episode/return_mean"]  # +1 per step
+    assert record["eval_greedy/return_mean"] > 0 and record["actions/masked_sampled"] == 0
+    assert not [key for key in HACKMATRIX_KEYS if key in record]
+    assert not [key for key in record if key.startswith(("reward/", "stage_reached/"))]
+
+
+@pytest.mark.slow  # extended suite (pytest -m slow)
+def test_minatar_trains_with_the_cnn(tmp_path, compile_cache_dir):
+    config = ppo.config_for_env("Breakout-MinAtar", num_envs=2, num_steps=8,
+                                total_timesteps=16, num_minibatches=2, hidden_width=8)
+    result = train(config, options(tmp_path, compile_cache_dir))
+    assert "ConvEncoder_0" in result.runner_state.params["params"]
+    assert result.updates_done == 1 and result.records[-1]["ppo/grad_norm"] > 0
+
+
+def load_watch_agent():
+    """scripts/watch_agent.py as a module (scripts are not a package)."""
+    spec = importlib.util.spec_from_file_location(
+        "watch_agent", os.path.join(REPO_ROOT, "scripts", "watch_agent.py"))
+    watch = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(watch)
+    return watch
+
+
+@pytest.mark.parametrize("gif", [False, True])
+def test_watch_agent_plays_a_gymnax_checkpoint(cartpole_run, tmp_path, capsys, gif):
+    """CartPole: text frames and the summary of return and length; its vector observations
+    have no GIF (exit 2, before any episode); HackMatrix-only outputs are refused."""
+    watch = load_watch_agent()
+    _, result = cartpole_run
+    extra = ["--gif", str(tmp_path / "a.gif")] if gif else []
+    code = watch.main([result.run_dir, "--episodes", "2", "--max-steps", "30",
+                       "--no-compile-cache", *extra])
+    out, err = capsys.readouterr()
+    if gif:
+        assert code == 2 and "--gif needs image observations" in err
+        return
+    assert code == 0, err
+    assert "--- episode 1 step 0 ---" in out and "action " in out
+    assert out.splitlines()[-1].startswith("2 episodes: mean return")
+    assert watch.main([result.run_dir, "--html", str(tmp_path / "a.html")]) == 2
+    assert "HackMatrix only" in capsys.readouterr().err
+
+
+@pytest.mark.slow  # extended suite (pytest -m slow)
+def test_watch_agent_draws_minatar_images_into_a_gif(tmp_path, compile_cache_dir, capsys):
+    watch = load_watch_agent()
+    config = ppo.config_for_env("Breakout-MinAtar", num_envs=2, num_steps=8,
+                                total_timesteps=16, num_minibatches=2, hidden_width=8,
+                                encoder="flat")
+    result = train(config, options(tmp_path, compile_cache_dir, run_name="breakout"))
+    gif = tmp_path / "breakout.gif"
+    code = watch.main([result.run_dir, "--max-steps", "5", "--quiet", "--gif", str(gif),
+                       "--no-compile-cache"])
+    assert code == 0, capsys.readouterr().err
+    frames = iio.imread(gif, index=None)
+    assert frames.shape == (5, 240, 240, 3)
