@@ -1,0 +1,163 @@
+"""The recurrent policy (``--recurrent-core gru``) on the toy corridor: the hidden state is
+zeroed where an episode starts and carried otherwise, the loss replays the core from the
+rollout's start hidden state (so before the first gradient step every ratio is 1), masked
+actions are never sampled, and a GRU run resumes bit for bit and trains several seeds.
+
+Short episodes (max 5 steps) so that a 16-step rollout holds several episode starts per env."""
+
+import functools
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purejaxrl import ppo
+from purejaxrl.checkpoint import load_checkpoint
+from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.networks import log_prob_of, step_recurrent
+from purejaxrl.train import train
+from tests.trainer.toy_run import assert_trees_equal, options
+
+CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=16, max_episode_steps=5, hidden_width=16,
+                     hidden_depth=1, recurrent_core="gru", core_width=8, num_minibatches=2,
+                     update_epochs=2, total_timesteps=5 * 64, lr=1e-2)
+
+
+@pytest.fixture(scope="module")
+def built():
+    env, env_params, network, optimizer, components = ppo.build(CONFIG)
+    runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components))
+    collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
+                                        env_params=env_params, network=network,
+                                        reward_components=components))
+    return dict(env=env, network=network, runner=runner, collect=collect)
+
+
+@pytest.fixture(scope="module")
+def rollouts(built):
+    """Two consecutive rollouts from the start of training: the second starts from a hidden
+    state the first carried (not zeros)."""
+    first_runner, first, first_stats, _ = built["collect"](built["runner"])
+    second_runner, second, second_stats, _ = built["collect"](first_runner)
+    return [dict(start=built["runner"], transitions=jax.device_get(first),
+                 stats=jax.device_get(first_stats), end=first_runner),
+            dict(start=first_runner, transitions=jax.device_get(second),
+                 stats=jax.device_get(second_stats), end=second_runner)]
+
+
+def test_runner_state_carries_a_zero_hidden_state_per_env(built):
+    """The initial hidden state is zeros, one row of core_width per env."""
+    hidden = np.asarray(built["runner"].hidden)
+    assert hidden.shape == (CONFIG.num_envs, CONFIG.core_width) and not hidden.any()
+
+
+def test_hidden_state_is_zeroed_at_episode_starts_and_carried_otherwise(built, rollouts):
+    """Replaying each step by hand: where an episode starts (every env on training's first step,
+    then after every done) the stored log-prob and value are those of a fresh zero hidden state;
+    elsewhere they are those of the hidden state the previous step produced, which differs."""
+    network, params = built["network"], built["runner"].params
+    step = jax.jit(functools.partial(step_recurrent, network))
+    zeros = network.initial_hidden(CONFIG.num_envs)
+    no_reset = jnp.zeros(CONFIG.num_envs, bool)
+    carried_somewhere = False
+    for index, rollout in enumerate(rollouts):
+        t = rollout["transitions"]
+        hidden = rollout["start"].hidden
+        previous_done = (np.ones(CONFIG.num_envs, bool) if index == 0
+                         else np.asarray(rollouts[0]["transitions"].terminated[-1]
+                                         | rollouts[0]["transitions"].truncated[-1]))
+        assert t.episode_start.any() and not t.episode_start.all()
+        for s in range(CONFIG.num_steps):
+            obs = jax.tree.map(lambda x: x[s], t.obs)
+            np.testing.assert_array_equal(t.episode_start[s], previous_done)
+            fresh_hidden, fresh_logits, fresh_value = step(params, zeros, obs, no_reset)
+            kept_hidden, kept_logits, kept_value = step(params, hidden, obs, no_reset)
+            start = t.episode_start[s]
+            logits = np.where(start[:, None], fresh_logits, kept_logits)
+            value = np.where(start, fresh_value, kept_value)
+            np.testing.assert_allclose(t.value[s], value, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(t.log_prob[s], log_prob_of(logits, t.mask[s],
+                                                                  t.action[s]),
+                                       rtol=1e-5, atol=1e-6)
+            carried = ~start & (np.abs(np.asarray(kept_value - fresh_value)) > 1e-6)
+            carried_somewhere |= bool(carried.any())
+            hidden = jnp.where(start[:, None], fresh_hidden, kept_hidden)
+            previous_done = np.asarray(t.terminated[s] | t.truncated[s])
+        np.testing.assert_allclose(rollout["end"].hidden, hidden, rtol=1e-5, atol=1e-6)
+    assert carried_somewhere  # the carried state made a difference somewhere
+
+
+def test_sequence_replay_reproduces_the_rollout(built, rollouts):
+    """The update's minibatches (whole env sequences from the rollout's start hidden state,
+    with the recorded episode starts) give back the rollout's log-probs and values: before the
+    first gradient step every ratio is 1. Checked on the second rollout, whose start hidden
+    state is not zero."""
+    network, params = built["network"], built["runner"].params
+    rollout = rollouts[1]
+    transitions = jax.tree.map(jnp.asarray, rollout["transitions"])
+    advantages = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
+
+    @jax.jit
+    def replay(transitions, start_hidden):
+        batches, _, _, hidden = ppo.sequence_minibatches(
+            transitions, advantages, advantages, start_hidden, jax.random.PRNGKey(3), CONFIG)
+
+        def one(batch, hidden):
+            _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
+            _, aux = ppo.ppo_loss(params, network, batch, jnp.ones(batch.value.shape),
+                                  jnp.zeros(batch.value.shape), CONFIG, hidden)
+            return log_prob_of(logits, batch.mask, batch.action), value, batch, aux
+        return jax.vmap(one)(batches, hidden)
+
+    assert np.abs(np.asarray(rollout["start"].hidden)).max() > 0
+    log_prob, value, batches, aux = replay(transitions, rollout["start"].hidden)
+    assert log_prob.shape == (CONFIG.num_minibatches, CONFIG.num_steps,
+                              CONFIG.num_envs // CONFIG.num_minibatches)
+    np.testing.assert_allclose(log_prob, batches.log_prob, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, batches.value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(aux["approx_kl"], 0.0, atol=1e-6)
+    np.testing.assert_array_equal(aux["clip_fraction"], 0.0)
+    # Every env appears in exactly one minibatch, whole.
+    np.testing.assert_array_equal(
+        np.sort(np.asarray(batches.action).transpose(0, 2, 1).reshape(CONFIG.num_envs, -1),
+                axis=0),
+        np.sort(np.asarray(transitions.action).T, axis=0))
+
+
+def test_masked_actions_are_never_sampled(rollouts):
+    """Every action the GRU policy sampled is legal under the mask of its observation."""
+    for rollout in rollouts:
+        t = rollout["transitions"]
+        legal = np.take_along_axis(t.mask, t.action[..., None], axis=-1)[..., 0]
+        assert legal.all() and rollout["stats"]["masked_actions_sampled"].sum() == 0
+
+
+def test_gru_config_validation():
+    """With a GRU the minibatches split envs: num_envs per device must be divisible by
+    num_minibatches; the core is shared, so separate torsos are refused; the choice and the
+    width are checked."""
+    with pytest.raises(ConfigError, match="must divide the envs per device"):
+        validate_config(CONFIG.replace(num_minibatches=8))
+    with pytest.raises(ConfigError, match="--separate-torsos"):
+        validate_config(CONFIG.replace(separate_torsos=True))
+    with pytest.raises(ConfigError, match="--recurrent-core"):
+        validate_config(CONFIG.replace(recurrent_core="lstm"))
+    with pytest.raises(ConfigError, match="--core-width"):
+        validate_config(CONFIG.replace(core_width=0))
+    validate_config(CONFIG)
+
+
+def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir):
+    """3 updates, save, resume, 2 more == 5 updates in one run, hidden state included (it is
+    part of the runner state the checkpoint holds)."""
+    full = train(CONFIG, options(tmp_path / "full", compile_cache_dir))
+    assert full.updates_done == 5
+    assert np.abs(np.asarray(full.runner_state.hidden)).max() > 0
+    first = train(CONFIG, options(tmp_path / "parts", compile_cache_dir), stop_after_updates=3)
+    saved = load_checkpoint(first.run_dir)
+    assert saved["runner_state"].hidden.shape == (CONFIG.num_envs, CONFIG.core_width)
+    second = train(CONFIG, options(tmp_path / "parts", compile_cache_dir), checkpoint=saved)
+    assert second.updates_done == 5
+    assert_trees_equal(second.runner_state, full.runner_state)
+    assert all(r["actions/masked_sampled"] == 0 for r in full.records)
