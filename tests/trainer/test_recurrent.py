@@ -15,7 +15,10 @@ import pytest
 from purejaxrl import ppo
 from purejaxrl.checkpoint import load_checkpoint
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
-from purejaxrl.networks import log_prob_of, step_recurrent
+from purejaxrl.cli.evaluate import main as evaluate_main
+from purejaxrl.evaluation import network_policy, play_episodes
+from purejaxrl.networks import greedy_masked, log_prob_of, step_recurrent
+from purejaxrl.policy import load_policy
 from purejaxrl.train import train
 from tests.trainer.toy_run import assert_trees_equal, options
 
@@ -148,9 +151,49 @@ def test_gru_config_validation():
     validate_config(CONFIG)
 
 
-def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir):
+def test_evaluation_carries_the_hidden_state(built):
+    """play_episodes with a GRU network's greedy policy plays what a hand loop plays that
+    carries the core's hidden state from step to step (zeros at the reset): same returns and
+    lengths. The loop's keys are play_episodes's."""
+    env, network, params = built["env"], built["network"], built["runner"].params
+    env_params = env.default_params.replace(max_steps_in_episode=CONFIG.max_episode_steps)
+    num_envs, max_steps, key = 4, 12, jax.random.PRNGKey(5)
+    results = jax.device_get(jax.jit(lambda key: play_episodes(
+        env, env_params, network_policy(env, network, params, True), key, num_envs,
+        max_steps))(key))
+
+    @jax.jit
+    def hand_loop(key):
+        reset_key, loop_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_envs), env_params)
+        hidden = network.initial_hidden(num_envs)
+        finished = jnp.zeros(num_envs, bool)
+        returns, lengths = jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32)
+        for _ in range(max_steps):
+            loop_key, _, step_key = jax.random.split(loop_key, 3)
+            hidden, logits, _ = step_recurrent(network, params, hidden, obs,
+                                               jnp.zeros(num_envs, bool))
+            action = greedy_masked(logits, env.action_mask(obs))
+            obs, state, reward, terminated, truncated, _ = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None))(jax.random.split(step_key, num_envs),
+                                                   state, action, env_params)
+            returns += jnp.where(finished, 0.0, reward)
+            lengths += (~finished).astype(jnp.int32)
+            finished |= terminated | truncated
+        return returns, lengths, finished
+
+    returns, lengths, finished = jax.device_get(hand_loop(key))
+    assert finished.all() and results["finished"].all()
+    np.testing.assert_allclose(results["episode_return"], returns, rtol=1e-6)
+    np.testing.assert_array_equal(results["length"], lengths)
+    assert results["masked"].sum() == 0
+
+
+def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     """3 updates, save, resume, 2 more == 5 updates in one run, hidden state included (it is
-    part of the runner state the checkpoint holds)."""
+    part of the runner state the checkpoint holds). The checkpoint loads as a policy and
+    scripts/evaluate.py plays it."""
     full = train(CONFIG, options(tmp_path / "full", compile_cache_dir))
     assert full.updates_done == 5
     assert np.abs(np.asarray(full.runner_state.hidden)).max() > 0
@@ -161,3 +204,42 @@ def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir):
     assert second.updates_done == 5
     assert_trees_equal(second.runner_state, full.runner_state)
     assert all(r["actions/masked_sampled"] == 0 for r in full.records)
+    assert load_policy(first.run_dir).config.recurrent_core == "gru"
+    assert evaluate_main(["--checkpoint", first.run_dir, "--episodes", "4", "--max-steps",
+                          "20", "--policies", "checkpoint-greedy,checkpoint-sampled,random"]) == 0
+    assert "checkpoint-greedy" in capsys.readouterr().out
+
+
+def test_gru_run_with_two_seeds_trains(tmp_path, compile_cache_dir):
+    """--num-seeds 2 with a GRU: the hidden state gets the seed axis (sharded and vmapped like
+    the other per-env fields), the run completes and the seeds' hidden states differ."""
+    config = CONFIG.replace(num_seeds=2, total_timesteps=64)
+    result = train(config, options(tmp_path, compile_cache_dir))
+    assert result.updates_done == 1
+    hidden = np.asarray(result.runner_state.hidden)
+    assert hidden.shape == (2, CONFIG.num_envs, CONFIG.core_width)
+    assert not np.array_equal(hidden[0], hidden[1])
+
+
+def test_cli_flags_and_auto_scaled_minibatches_split_envs():
+    """--recurrent-core gru --core-width N reach the config; the auto-scaled minibatch count
+    then divides the envs per device (here 6 envs x 1000 steps: 4 would divide the batch but
+    not the envs); without a core it is unchanged; an older checkpoint's config without the
+    fields reads as feed-forward."""
+    from purejaxrl.cli.train import build_parser, config_from_args
+    from purejaxrl.config import FIELDS_ADDED_LATER
+
+    def parsed(*flags):
+        args = build_parser().parse_args(["--env", "toy", "--num-envs", "6", "--num-steps",
+                                          "1000", *flags])
+        return config_from_args(args, None, devices=1, say=lambda *a, **k: None)
+    gru = parsed("--recurrent-core", "gru", "--core-width", "32")
+    assert (gru.recurrent_core, gru.core_width) == ("gru", 32)
+    assert 6 % gru.num_minibatches == 0
+    validate_config(gru.replace(separate_torsos=False))
+    feed_forward = parsed()
+    assert feed_forward.recurrent_core == "none" and feed_forward.num_minibatches == 4
+    old = {k: v for k, v in TrainConfig().to_dict().items()
+           if k not in ("recurrent_core", "core_width")}
+    assert TrainConfig.from_dict(old).recurrent_core == "none"
+    assert FIELDS_ADDED_LATER["core_width"] == 256
