@@ -192,8 +192,8 @@ def test_evaluation_carries_the_hidden_state(built):
 
 def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     """3 updates, save, resume, 2 more == 5 updates in one run, hidden state included (it is
-    part of the runner state the checkpoint holds). The checkpoint loads as a policy and
-    scripts/evaluate.py plays it."""
+    part of the runner state the checkpoint holds). The checkpoint loads as a policy, and
+    scripts/evaluate.py and scripts/watch_agent.py play it."""
     full = train(CONFIG, options(tmp_path / "full", compile_cache_dir))
     assert full.updates_done == 5
     assert np.abs(np.asarray(full.runner_state.hidden)).max() > 0
@@ -208,6 +208,10 @@ def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     assert evaluate_main(["--checkpoint", first.run_dir, "--episodes", "4", "--max-steps",
                           "20", "--policies", "checkpoint-greedy,checkpoint-sampled,random"]) == 0
     assert "checkpoint-greedy" in capsys.readouterr().out
+    from scripts import watch_agent
+    assert watch_agent.main([first.run_dir, "--episodes", "2", "--max-steps", "8",
+                             "--no-compile-cache"]) == 0
+    assert "2 episodes: mean return" in capsys.readouterr().out
 
 
 def test_gru_run_with_two_seeds_trains(tmp_path, compile_cache_dir):
