@@ -6,6 +6,10 @@ actions are never sampled, and a GRU run resumes bit for bit and trains several 
 Short episodes (max 5 steps) so that a 16-step rollout holds several episode starts per env."""
 
 import functools
+import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -247,3 +251,45 @@ def test_cli_flags_and_auto_scaled_minibatches_split_envs():
            if k not in ("recurrent_core", "core_width")}
     assert TrainConfig.from_dict(old).recurrent_core == "none"
     assert FIELDS_ADDED_LATER["core_width"] == 256
+
+
+TWO_DEVICES = textwrap.dedent("""
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+    from purejaxrl.checkpoint import load_checkpoint
+    from purejaxrl.train import train
+    from tests.trainer.test_recurrent import CONFIG
+    from tests.trainer.toy_run import options
+    out = sys.argv[2]
+    base = CONFIG.replace(num_minibatches=1)
+    two = train(base.replace(num_devices=2), options(out + "/two", None), stop_after_updates=1)
+    one = train(base.replace(num_devices=1), options(out + "/one", None), stop_after_updates=1)
+    assert two.runner_state.hidden.sharding.spec == P("devices")
+    np.testing.assert_allclose(np.asarray(two.runner_state.hidden),
+                               np.asarray(one.runner_state.hidden), rtol=1e-5, atol=1e-6)
+    moved = train(base.replace(num_devices=1), options(out + "/two", None),
+                  checkpoint=load_checkpoint(two.run_dir), stop_after_updates=2)
+    seeds = train(base.replace(num_devices=2, num_seeds=2), options(out + "/seeds", None),
+                  stop_after_updates=1)
+    assert seeds.runner_state.hidden.shape == (2, CONFIG.num_envs, CONFIG.core_width)
+    assert seeds.runner_state.hidden.sharding.spec == P(None, "devices")
+    print("ok")
+""")
+
+
+@pytest.mark.slow
+def test_hidden_state_is_split_over_devices(tmp_path):
+    """On 2 virtual CPU devices (a subprocess: XLA_FLAGS must precede jax) the hidden state is
+    split over the device axis like the envs (with a seed axis in front for --num-seeds 2); the
+    rollout does not depend on the split (hidden state after the first update's rollout equals
+    the single-device run's); a 2-device GRU checkpoint resumes on 1 device."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    completed = subprocess.run([sys.executable, "-c", TWO_DEVICES, root, str(tmp_path)],
+                               capture_output=True, text=True, env=env, timeout=600, cwd=root)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert completed.stdout.strip().splitlines()[-1] == "ok"
