@@ -16,6 +16,10 @@ env's hooks (``env_protocol.TrainerEnv``), never its fields:
 * ``cnn``: for image observations [H, W, C] (MinAtar): one 3x3 convolution of
   ``CNN_CHANNELS`` channels (MinAtar's network), flattened.
 
+With ``--recurrent-core gru`` the network is ``RecurrentActorCritic``: the same encoders and
+torso, then a GRU cell whose hidden state is carried per env (zeroed where an episode starts),
+then the heads; it runs over time-major sequences, one step being a sequence of length 1.
+
 The action mask is applied to the logits outside the network, so that the same masking code
 serves sampling, log-probabilities, entropy and KL.
 """
@@ -276,7 +280,7 @@ def apply_step(network, params, hidden, obs, episode_start):
 def make_network(config, env):
     """The network of ``config`` for ``env`` (a ``TrainerEnv``): ``ActorCritic`` without a
     recurrent core, ``RecurrentActorCritic`` with one."""
-    if getattr(config, "recurrent_core", "none") == "gru":
+    if config.recurrent_core == "gru":
         return RecurrentActorCritic(
             num_actions=env.num_actions, env=env, core_width=config.core_width,
             hidden_width=config.hidden_width, hidden_depth=config.hidden_depth,

@@ -10,7 +10,8 @@ rewards, metrics, stages).
 4. rollout                        ``collect_rollout`` (acts from the observation it stores)
 5. advantages                     ``normalize_rewards`` (running return std), ``compute_gae``
                                   (terminated / truncated / trace cut)
-6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs``
+6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs`` (minibatches of steps, or of
+                                  whole env sequences with a recurrent core)
 7. one update, K updates per jit  ``UpdateChunk`` (lax.scan of K updates under shard_map over
                                   all devices, runner state donated)
 
