@@ -24,6 +24,7 @@ from purejaxrl.evaluation import network_policy, play_episodes
 from purejaxrl.networks import greedy_masked, log_prob_of, step_recurrent
 from purejaxrl.policy import load_policy
 from purejaxrl.train import train
+from envs.toy import EXIT_CELL, ToyState
 from tests.trainer.toy_run import assert_trees_equal, options
 
 CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=16, max_episode_steps=5, hidden_width=16,
@@ -38,7 +39,9 @@ def built():
     collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
                                         env_params=env_params, network=network,
                                         reward_components=components))
-    return dict(env=env, network=network, runner=runner, collect=collect)
+    # One step of the core for a batch of envs, jitted once for the tests that replay by hand.
+    step = jax.jit(functools.partial(step_recurrent, network))
+    return dict(env=env, network=network, runner=runner, collect=collect, step=step)
 
 
 @pytest.fixture(scope="module")
@@ -63,8 +66,7 @@ def test_hidden_state_is_zeroed_at_episode_starts_and_carried_otherwise(built, r
     """Replaying each step by hand: where an episode starts (every env on training's first step,
     then after every done) the stored log-prob and value are those of a fresh zero hidden state;
     elsewhere they are those of the hidden state the previous step produced, which differs."""
-    network, params = built["network"], built["runner"].params
-    step = jax.jit(functools.partial(step_recurrent, network))
+    network, params, step = built["network"], built["runner"].params, built["step"]
     zeros = network.initial_hidden(CONFIG.num_envs)
     no_reset = jnp.zeros(CONFIG.num_envs, bool)
     carried_somewhere = False
@@ -93,6 +95,40 @@ def test_hidden_state_is_zeroed_at_episode_starts_and_carried_otherwise(built, r
             previous_done = np.asarray(t.terminated[s] | t.truncated[s])
         np.testing.assert_allclose(rollout["end"].hidden, hidden, rtol=1e-5, atol=1e-6)
     assert carried_somewhere  # the carried state made a difference somewhere
+
+
+def test_truncation_bootstraps_with_the_hidden_state_of_the_truncated_step(built, rollouts):
+    """bootstrap_value on a truncated step = V(final observation) seen with the hidden state
+    that step produced (not a zero one, not the next episode's): the final observation is
+    rebuilt by stepping the toy from obs[t], as in test_rollout."""
+    params, toy, step = built["runner"].params, built["env"].env, built["step"]
+    checked = hidden_matters = 0
+    for rollout in rollouts:
+        t = rollout["transitions"]
+        assert not t.bootstrap_value[~t.truncated].any()
+        hidden = rollout["start"].hidden
+        for s in range(CONFIG.num_steps):
+            obs = jax.tree.map(lambda x: x[s], t.obs)
+            hidden, _, _ = step(params, hidden, obs, jnp.asarray(t.episode_start[s]))
+            for env_index in np.nonzero(t.truncated[s] & ~t.terminated[s])[0]:
+                player = t.obs.features[s, env_index]
+                cell, best = round(player[0] * EXIT_CELL), round(player[2] * EXIT_CELL)
+                action = int(t.action[s, env_index])
+                final_cell = cell + {3: 1, 2: -1}.get(action, 0)
+                final = toy.observation(ToyState(
+                    cell=jnp.int32(final_cell), best_cell=jnp.int32(max(best, final_cell)),
+                    siphoned=jnp.bool_(player[1] > 0 or action == 4),
+                    time=jnp.int32(CONFIG.max_episode_steps)))
+                final = jax.tree.map(lambda x: x[None], final)
+                _, _, expected = step(params, hidden[env_index][None], final,
+                                      jnp.zeros(1, bool))
+                _, _, from_zero = step(params, jnp.zeros_like(hidden[:1]), final,
+                                       jnp.zeros(1, bool))
+                np.testing.assert_allclose(t.bootstrap_value[s, env_index], expected[0],
+                                           rtol=1e-5, atol=1e-6)
+                checked += 1
+                hidden_matters += not np.isclose(expected[0], from_zero[0], atol=1e-6)
+    assert checked > 0 and hidden_matters > 0
 
 
 def test_sequence_replay_reproduces_the_rollout(built, rollouts):
