@@ -22,6 +22,7 @@ REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
 ENCODER_CHOICES = ("flat", "egocentric", "cnn")
 COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
+RECURRENT_CORE_CHOICES = ("none", "gru")
 
 # Reference batch of the auto-scaling rule (P2): 256 envs x 128 steps, 4 minibatches of 8192,
 # 4 epochs.
@@ -112,6 +113,11 @@ class TrainConfig:
     # torso halves it (SPEC.md §4 has both measured).
     separate_torsos: bool = struct.field(pytree_node=False, default=False)
     compute_dtype: str = struct.field(pytree_node=False, default="float32")
+    # Recurrent core between the torso and the heads (networks.RecurrentActorCritic): "none"
+    # (feed-forward) or "gru", a GRU cell of ``core_width`` features whose hidden state is
+    # carried per env and zeroed where an episode starts.
+    recurrent_core: str = struct.field(pytree_node=False, default="none")
+    core_width: int = struct.field(pytree_node=False, default=256)
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
@@ -157,7 +163,8 @@ class TrainConfig:
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs.
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
                       "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
-                      "curriculum_share": 0.0, "curriculum_slots": 64}
+                      "curriculum_share": 0.0, "curriculum_slots": 64,
+                      "recurrent_core": "none", "core_width": 256}
 
 
 @dataclasses.dataclass
@@ -223,17 +230,20 @@ class AutoScaled:
 def auto_scale_for_batch_size(num_envs: int, num_steps: int,
                               num_minibatches: Optional[int] = None,
                               update_epochs: Optional[int] = None,
-                              num_devices: int = 1) -> AutoScaled:
+                              num_devices: int = 1,
+                              whole_sequences: bool = False) -> AutoScaled:
     """Derive minibatch count and epochs from the batch size (issue P2).
 
     Reference: 256 x 128 = 32768 samples, 4 minibatches of 8192, 4 epochs. A larger batch
     keeps the minibatch near ``LARGE_BATCH_MINIBATCH_SIZE`` (2048) by raising the minibatch
     count, and lowers the epochs in proportion to the batch growth, never below 2. A smaller batch keeps 4 minibatches and 4 epochs. The minibatch count is always a
     divisor of the per-device batch (each device shuffles and splits its own share), chosen
-    nearest to the target. An explicitly passed value wins for its own dimension only.
+    nearest to the target. With ``whole_sequences`` (a recurrent core: minibatches hold whole
+    env sequences) it is a divisor of the per-device env count instead. An explicitly passed
+    value wins for its own dimension only.
     """
     batch = num_envs * num_steps
-    local_batch = batch // num_devices
+    local_batch = (num_envs // num_devices) if whole_sequences else batch // num_devices
     if num_minibatches is None:
         if batch <= REFERENCE_BATCH:
             target = REFERENCE_MINIBATCHES
@@ -273,7 +283,7 @@ def validate_config(config: TrainConfig) -> None:
     need(config.max_episode_steps is None or config.max_episode_steps >= 1,
          f"--max-episode-steps must be >= 1, got {config.max_episode_steps}")
     for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_width",
-                 "num_devices", "num_seeds"):
+                 "num_devices", "num_seeds", "core_width"):
         value = getattr(config, name)
         need(isinstance(value, int) and value >= 1,
              f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
@@ -285,6 +295,19 @@ def validate_config(config: TrainConfig) -> None:
     need(local_batch % config.num_minibatches == 0,
          f"--num-minibatches {config.num_minibatches} must divide the per-device batch "
          f"({config.envs_per_device} envs x {config.num_steps} steps = {local_batch})")
+    need(config.recurrent_core in RECURRENT_CORE_CHOICES,
+         f"--recurrent-core must be one of {RECURRENT_CORE_CHOICES}, got "
+         f"{config.recurrent_core!r}")
+    if config.recurrent_core != "none":
+        # Minibatches hold whole sequences of envs (ppo.update_epochs), so they split envs.
+        need(config.envs_per_device % config.num_minibatches == 0,
+             f"--num-minibatches {config.num_minibatches} must divide the envs per device "
+             f"({config.envs_per_device}) with --recurrent-core {config.recurrent_core}: "
+             "minibatches hold whole env sequences")
+        need(not config.separate_torsos,
+             f"--separate-torsos is not available with --recurrent-core "
+             f"{config.recurrent_core}: actor and critic share the core (use "
+             "--no-separate-torsos)")
     need(config.total_timesteps >= config.batch_size,
          f"--total-timesteps {config.total_timesteps} is smaller than one batch "
          f"({config.num_envs} envs x {config.num_steps} steps = {config.batch_size})")

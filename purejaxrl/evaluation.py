@@ -1,6 +1,8 @@
 """Policy evaluation on separate envs: each env plays one episode from its own reset.
 
-A policy is ``act(key, obs, env_state) -> action`` for a single env (vmapped here). The loop is a
+A policy is ``act(key, obs, env_state) -> action`` for a single env (vmapped here), or a
+``RecurrentPolicy`` that also carries a memory per env (a recurrent network's hidden state),
+started afresh with each episode. The loop is a
 ``lax.while_loop`` that stops as soon as every env has finished its first episode (or after
 ``max_steps``), so short episodes cost short loops.
 
@@ -14,7 +16,8 @@ held when the game ended there (the env's ``episode_resources`` hook names those
 
 from __future__ import annotations
 
-from typing import Callable
+import dataclasses
+from typing import Any, Callable
 
 import jax
 from jax import lax
@@ -22,22 +25,56 @@ import jax.numpy as jnp
 import numpy as np
 
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.networks import ActorCritic, greedy_masked, sample_masked
+from purejaxrl.networks import (ActorCritic, greedy_masked, is_recurrent, sample_masked,
+                                step_recurrent)
 
 # ``act(key, obs, env_state) -> action`` for one env.
 Policy = Callable[[jax.Array, object, object], jax.Array]
+
+
+@dataclasses.dataclass(frozen=True)
+class RecurrentPolicy:
+    """A policy with a memory: ``act(key, obs, env_state, memory) -> (action, memory)`` for one
+    env; ``initial_memory`` (one env's) is its memory before an episode's first step."""
+
+    act: Callable[[jax.Array, object, object, Any], tuple[jax.Array, Any]]
+    initial_memory: Any
+
+
+def with_memory(policy: Policy | RecurrentPolicy) -> RecurrentPolicy:
+    """Any policy as a ``RecurrentPolicy`` (a memoryless one carries an empty memory)."""
+    if isinstance(policy, RecurrentPolicy):
+        return policy
+    return RecurrentPolicy(
+        act=lambda key, obs, env_state, memory: (policy(key, obs, env_state), memory),
+        initial_memory=())
 # How a game ended, in the order a step's outcome is classified (won, died and invalid where
 # the env has those metrics).
 END_CAUSES = ("won", "died", "truncated", "invalid", "unfinished")
 
 
-def network_policy(env: TrainerEnv, network: ActorCritic, params, greedy) -> Policy:
+def network_policy(env: TrainerEnv, network: ActorCritic, params,
+                   greedy) -> Policy | RecurrentPolicy:
     """The network's policy: argmax over legal actions where ``greedy`` (a Python or traced
-    bool), else a sample."""
-    def act(key, obs, env_state):
-        logits, _ = network.apply(params, obs)
+    bool), else a sample. A recurrent network's is a ``RecurrentPolicy`` whose memory is the
+    core's hidden state (zeros at an episode's start)."""
+    def choose(key, logits, obs):
         mask = env.action_mask(obs)
         return jnp.where(greedy, greedy_masked(logits, mask), sample_masked(key, logits, mask))
+
+    if is_recurrent(network):
+        def act_with_memory(key, obs, env_state, hidden):
+            # The core steps a batch of envs: this one env is a batch of 1. The memory is
+            # zeroed between episodes by the caller, so no step here is flagged a start.
+            one = jax.tree.map(lambda x: x[None], obs)
+            hidden, logits, _ = step_recurrent(network, params, hidden[None], one,
+                                               jnp.zeros(1, bool))
+            return choose(key, logits[0], obs), hidden[0]
+        return RecurrentPolicy(act_with_memory, network.initial_hidden(1)[0])
+
+    def act(key, obs, env_state):
+        logits, _ = network.apply(params, obs)
+        return choose(key, logits, obs)
     return act
 
 
@@ -49,15 +86,19 @@ def random_policy(env: TrainerEnv) -> Policy:
     return act
 
 
-def play_episodes(env: TrainerEnv, env_params, policy: Policy, key: jax.Array, num_envs: int,
-                  max_steps: int) -> dict:
+def play_episodes(env: TrainerEnv, env_params, policy: Policy | RecurrentPolicy, key: jax.Array,
+                  num_envs: int, max_steps: int) -> dict:
     """Per-env results of one episode each: return, length, truncated, finished (False if
     ``max_steps`` ran out first), actions the mask forbade (must be 0), and each of the env's
     metrics (an outcome's value at the end, a count's total); with stages, the stage at the
     end and per stage (i32[N, num_stages + 1]) the steps (``stage_steps``) and each per-stage
     metric (``stage_<name>``) taken in it; and ``end_<name>`` for each of the env's
     ``episode_resources``, read from the state the game's last action was chosen in.
-    Jittable."""
+    Jittable. A ``RecurrentPolicy``'s memory starts as its ``initial_memory`` in every env and
+    goes back to it where an episode ends."""
+    policy = with_memory(policy)
+    initial_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs,) + jnp.shape(x)),
+                                  policy.initial_memory)
     reset_key, loop_key = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(reset_key, num_envs), env_params)
@@ -81,7 +122,7 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy, key: jax.Array, n
         metric_dtypes[metric.name] = (value.dtype if metric.at_end
                                       else jnp.int32 if integral else jnp.float32)
     init = dict(t=jnp.int32(0), key=loop_key, obs=obs, env_state=env_state,
-                finished=zeros_b, episode_return=zeros_f, length=zeros_i,
+                memory=initial_memory, finished=zeros_b, episode_return=zeros_f, length=zeros_i,
                 truncated=zeros_b, masked=zeros_i,
                 **{name: jnp.zeros(num_envs, dtype) for name, dtype in metric_dtypes.items()})
     if stages:
@@ -99,8 +140,9 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy, key: jax.Array, n
 
     def step(carry):
         key, act_key, step_key = jax.random.split(carry["key"], 3)
-        actions = jax.vmap(policy)(jax.random.split(act_key, num_envs), carry["obs"],
-                                   carry["env_state"])
+        actions, memory = jax.vmap(policy.act)(jax.random.split(act_key, num_envs),
+                                               carry["obs"], carry["env_state"],
+                                               carry["memory"])
         obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None))(jax.random.split(step_key, num_envs),
                                               carry["env_state"], actions, env_params)
@@ -109,8 +151,12 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy, key: jax.Array, n
         record = lambda old, new: jnp.where(playing, new, old)  # noqa: E731
         legal = jnp.take_along_axis(env.action_mask(carry["obs"]), actions[:, None],
                                     axis=-1)[:, 0]
+        ended = terminated | truncated
+        memory = jax.tree.map(
+            lambda fresh, kept: jnp.where(ended.reshape(ended.shape + (1,) * (kept.ndim - 1)),
+                                          fresh, kept), initial_memory, memory)
         new = dict(
-            t=carry["t"] + 1, key=key, obs=obs, env_state=env_state,
+            t=carry["t"] + 1, key=key, obs=obs, env_state=env_state, memory=memory,
             finished=carry["finished"] | done,
             episode_return=carry["episode_return"] + jnp.where(playing, reward, 0.0),
             length=carry["length"] + playing.astype(jnp.int32),
@@ -139,7 +185,7 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy, key: jax.Array, n
 
     final = lax.while_loop(running, step, init)
     return {name: value for name, value in final.items()
-            if name not in ("t", "key", "obs", "env_state")}
+            if name not in ("t", "key", "obs", "env_state", "memory")}
 
 
 def summarize_episodes(results: dict, env: TrainerEnv) -> dict:
@@ -244,13 +290,25 @@ def format_stage_report(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def make_policy_comparison(env, env_params, policies: list[Policy], num_envs: int,
-                           max_steps: int):
+def make_policy_comparison(env, env_params, policies: list[Policy | RecurrentPolicy],
+                           num_envs: int, max_steps: int):
     """Jitted ``play(policy_index, key)``: the policies share one compiled env loop (the index
-    is an unbatched operand, so ``lax.switch`` runs only the chosen policy)."""
+    is an unbatched operand, so ``lax.switch`` runs only the chosen policy). The loop carries
+    every policy's memory (``lax.switch``'s branches must return the same structure); the
+    chosen one updates its own."""
+    with_memories = [with_memory(policy) for policy in policies]
+
+    def branch(index):
+        def act(key, obs, env_state, memories):
+            action, memory = with_memories[index].act(key, obs, env_state, memories[index])
+            return action, memories[:index] + (memory,) + memories[index + 1:]
+        return act
+
     def play(policy_index, key):
-        def chosen(key, obs, env_state):
-            return lax.switch(policy_index, policies, key, obs, env_state)
+        def act(key, obs, env_state, memories):
+            return lax.switch(policy_index, [branch(i) for i in range(len(policies))], key,
+                              obs, env_state, memories)
+        chosen = RecurrentPolicy(act, tuple(p.initial_memory for p in with_memories))
         return play_episodes(env, env_params, chosen, key, num_envs, max_steps)
     return jax.jit(play)
 

@@ -16,6 +16,10 @@ env's hooks (``env_protocol.TrainerEnv``), never its fields:
 * ``cnn``: for image observations [H, W, C] (MinAtar): one 3x3 convolution of
   ``CNN_CHANNELS`` channels (MinAtar's network), flattened.
 
+With ``--recurrent-core gru`` the network is ``RecurrentActorCritic``: the same encoders and
+torso, then a GRU cell whose hidden state is carried per env (zeroed where an episode starts),
+then the heads; it runs over time-major sequences, one step being a sequence of length 1.
+
 The action mask is applied to the logits outside the network, so that the same masking code
 serves sampling, log-probabilities, entropy and KL.
 """
@@ -176,8 +180,112 @@ class ActorCritic(nn.Module):
         return logits.astype(jnp.float32), value[..., 0].astype(jnp.float32)
 
 
-def make_network(config, env) -> ActorCritic:
-    """The network of ``config`` for ``env`` (a ``TrainerEnv``)."""
+class ResettingGRU(nn.Module):
+    """One GRU step per env whose hidden state is zeroed where ``episode_start`` is set, before
+    the step reads it: a new episode never sees the previous one's memory."""
+
+    features: int
+
+    @nn.compact
+    def __call__(self, hidden, step_inputs):
+        features, episode_start = step_inputs
+        hidden = jnp.where(episode_start[..., None], jnp.zeros_like(hidden), hidden)
+        # float32 whatever the compute dtype: the carry keeps one dtype through the scan.
+        return nn.GRUCell(features=self.features, dtype=jnp.float32,
+                          param_dtype=jnp.float32)(hidden, features.astype(jnp.float32))
+
+
+# The resetting GRU over a time-major sequence [T, N, ...]: one set of parameters for every
+# step (broadcast), the hidden state carried from step to step.
+ScannedGRU = nn.scan(ResettingGRU, variable_broadcast="params", split_rngs={"params": False},
+                     in_axes=0, out_axes=0)
+
+
+class RecurrentActorCritic(nn.Module):
+    """Encoder -> torso -> GRU core -> actor and critic heads (the torso and the core are
+    shared by both heads). Always applied to a time-major sequence: ``hidden`` f32[N, C] is the
+    state before the first step, ``obs`` and ``episode_start`` (bool[T, N]: zero the hidden
+    state before this step) have leading axes [T, N]. Returns (hidden after the last step,
+    logits f32[T, N, A], value f32[T, N]). One step is a sequence of length 1
+    (``step_recurrent``). The encoders and the torso are ``ActorCritic``'s."""
+
+    num_actions: int
+    env: Any
+    core_width: int = 256
+    hidden_width: int = 256
+    hidden_depth: int = 2
+    activation: str = "tanh"
+    compute_dtype: str = "float32"
+    encoder: str = "flat"
+    cell_features: int = 8
+
+    @nn.compact
+    def __call__(self, hidden, obs, episode_start):
+        dtype = _DTYPES[self.compute_dtype]
+        if self.encoder == "egocentric":
+            x = EgocentricEncoder(self.cell_features, self.activation, self.compute_dtype)(
+                self.env.board_view(obs))
+        elif self.encoder == "cnn":
+            x = ConvEncoder(self.activation, self.compute_dtype)(obs)
+        else:
+            x = self.env.flat_observation(obs).astype(dtype)
+        x = MLPTorso(self.hidden_width, self.hidden_depth, self.activation,
+                     self.compute_dtype)(x)
+        hidden, core = ScannedGRU(self.core_width)(hidden, (x, episode_start))
+        core = core.astype(dtype)
+        logits = _dense(self.num_actions, 0.01, dtype)(core)
+        value = _dense(1, 1.0, dtype)(core)
+        return hidden, logits.astype(jnp.float32), value[..., 0].astype(jnp.float32)
+
+    def initial_hidden(self, num_envs: int) -> jax.Array:
+        """The hidden state of envs that have seen nothing: zeros, f32[N, C]."""
+        return jnp.zeros((num_envs, self.core_width), jnp.float32)
+
+    def init_params(self, key, obs):
+        """Parameters from one env's observation (no batch axis), as ``ActorCritic.init``."""
+        sequence = jax.tree.map(lambda x: x[None, None], obs)
+        return self.init(key, self.initial_hidden(1), sequence, jnp.ones((1, 1), bool))
+
+
+def is_recurrent(network) -> bool:
+    return isinstance(network, RecurrentActorCritic)
+
+
+def init_network(network, key, obs):
+    """Parameters of ``network`` from one env's observation (no batch axis)."""
+    if is_recurrent(network):
+        return network.init_params(key, obs)
+    return network.init(key, obs)
+
+
+def step_recurrent(network: RecurrentActorCritic, params, hidden, obs, episode_start):
+    """One step for a batch of envs (``obs`` leading axis N): (new hidden f32[N, C],
+    logits f32[N, A], value f32[N]); the hidden state is zeroed first where
+    ``episode_start``."""
+    sequence = jax.tree.map(lambda x: x[None], obs)
+    hidden, logits, value = network.apply(params, hidden, sequence, episode_start[None])
+    return hidden, logits[0], value[0]
+
+
+def apply_step(network, params, hidden, obs, episode_start):
+    """One step for a batch of envs, for either network: (hidden after the step, logits,
+    value). A feed-forward network has no hidden state (None in, None out) and ignores
+    ``episode_start``."""
+    if hidden is None:
+        logits, value = network.apply(params, obs)
+        return None, logits, value
+    return step_recurrent(network, params, hidden, obs, episode_start)
+
+
+def make_network(config, env):
+    """The network of ``config`` for ``env`` (a ``TrainerEnv``): ``ActorCritic`` without a
+    recurrent core, ``RecurrentActorCritic`` with one."""
+    if config.recurrent_core == "gru":
+        return RecurrentActorCritic(
+            num_actions=env.num_actions, env=env, core_width=config.core_width,
+            hidden_width=config.hidden_width, hidden_depth=config.hidden_depth,
+            activation=config.activation, compute_dtype=config.compute_dtype,
+            encoder=config.encoder, cell_features=config.cell_features)
     return ActorCritic(num_actions=env.num_actions, env=env, hidden_width=config.hidden_width,
                        hidden_depth=config.hidden_depth, activation=config.activation,
                        separate_torsos=config.separate_torsos, compute_dtype=config.compute_dtype,

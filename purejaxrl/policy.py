@@ -11,6 +11,7 @@ from envs import registry
 from purejaxrl import ppo
 from purejaxrl.checkpoint import CheckpointError, load_checkpoint
 from purejaxrl.config import ConfigError, TrainConfig
+from purejaxrl.networks import init_network
 
 
 class PolicyError(Exception):
@@ -67,7 +68,8 @@ def load_policy(path: str) -> Policy:
         raise PolicyError(f"{where}: {error}") from None
     env, env_params, network = built[:3]
     obs, _ = jax.eval_shape(env.reset, jax.random.PRNGKey(0), env_params)
-    expected = jax.eval_shape(network.init, jax.random.PRNGKey(0), obs)
+    expected = jax.eval_shape(lambda key, obs: init_network(network, key, obs),
+                              jax.random.PRNGKey(0), obs)
     shapes = lambda tree: (jax.tree.structure(tree),  # noqa: E731
                            [tuple(x.shape) for x in jax.tree.leaves(tree)])
     if shapes(expected) != shapes(params):

@@ -10,7 +10,8 @@ rewards, metrics, stages).
 4. rollout                        ``collect_rollout`` (acts from the observation it stores)
 5. advantages                     ``normalize_rewards`` (running return std), ``compute_gae``
                                   (terminated / truncated / trace cut)
-6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs``
+6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs`` (minibatches of steps, or of
+                                  whole env sequences with a recurrent core)
 7. one update, K updates per jit  ``UpdateChunk`` (lax.scan of K updates under shard_map over
                                   all devices, runner state donated)
 
@@ -38,8 +39,8 @@ from envs import registry
 from purejaxrl.config import ConfigError, TrainConfig, env_defaults
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.networks import (ActorCritic, log_prob_of, make_network, masked_entropy,
-                                sample_masked)
+from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
+                                log_prob_of, make_network, masked_entropy, sample_masked)
 
 DEVICE_AXIS = "devices"
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
@@ -119,6 +120,9 @@ class Transition:
     terminated: jax.Array
     truncated: jax.Array
     bootstrap_value: jax.Array  # V(info["final_observation"]) where truncated, else 0
+    # With a recurrent core: true on the first step of an episode (the hidden state was zeroed
+    # before it), so the loss can replay the core over the sequence; None without one.
+    episode_start: jax.Array | None = None
 
 
 @struct.dataclass
@@ -159,6 +163,9 @@ class RunnerState:
     update_step: jax.Array  # i32: updates done
     # Start-state curriculum (purejaxrl/curriculum.py), None without one.
     curriculum: StartArchive | None = None
+    # Per env: the recurrent core's hidden state after the last step (not yet zeroed where an
+    # episode has just ended: the next step does that); None for a feed-forward network.
+    hidden: jax.Array | None = None
 
 
 @struct.dataclass
@@ -237,14 +244,22 @@ def nonfinite_bits(metrics: UpdateMetrics, params, num_seeds: int) -> jax.Array:
             + jnp.where(params_finite, 0, NONFINITE_PARAMETERS)).astype(jnp.float32)
 
 
-def runner_state_specs(num_seeds: int = 1, curriculum: bool = False) -> RunnerState:
+def runner_state_specs(num_seeds: int = 1, curriculum: bool = False,
+                       recurrent: bool = False) -> RunnerState:
     """PartitionSpecs: per-env fields split over the device axis, the rest replicated. With
     ``num_seeds > 1`` every field has a leading seed axis (never split). Each device's
-    curriculum archive is its own (split)."""
+    curriculum archive is its own (split); a recurrent core's hidden state is per env."""
     split, same = (P(DEVICE_AXIS), P()) if num_seeds == 1 else (P(None, DEVICE_AXIS), P())
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
                        update_key=same, episode=split, return_stats=same, update_step=same,
-                       curriculum=split if curriculum else None)
+                       curriculum=split if curriculum else None,
+                       hidden=split if recurrent else None)
+
+
+def config_runner_state_specs(config: TrainConfig) -> RunnerState:
+    """``runner_state_specs`` for the runner state of ``config``."""
+    return runner_state_specs(config.num_seeds, config.curriculum_share > 0,
+                              config.recurrent_core != "none")
 
 
 # ---------------------------------------------------------------------------- 3. init
@@ -281,7 +296,7 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
         rows = lambda key: lax.dynamic_slice_in_dim(
             jax.random.split(key, config.num_envs), first_env, count)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(rows(reset_key), env_params)
-        params = network.init(net_key, jax.tree.map(lambda x: x[0], obs))
+        params = init_network(network, net_key, jax.tree.map(lambda x: x[0], obs))
         archive = None
         if config.curriculum_share > 0:
             # Its own stream per device (folded from the first env's row), leaving the keys
@@ -299,7 +314,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                                                             jnp.float32),
                                         discounted_returns=jnp.zeros(count, jnp.float32)),
             return_stats=ReturnStatistics.initial(),
-            update_step=jnp.int32(0), curriculum=archive)
+            update_step=jnp.int32(0), curriculum=archive,
+            hidden=network.initial_hidden(count) if is_recurrent(network) else None)
 
     def init(first_env, count):
         if config.num_seeds == 1:
@@ -313,8 +329,7 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
     per_device = config.num_envs // mesh.size
     local_init = lambda: init(lax.axis_index(DEVICE_AXIS) * per_device, per_device)
     return jax.jit(jax.shard_map(local_init, mesh=mesh, in_specs=(),
-                                 out_specs=runner_state_specs(config.num_seeds,
-                                                              config.curriculum_share > 0),
+                                 out_specs=config_runner_state_specs(config),
                                  check_vma=False))()
 
 
@@ -349,7 +364,8 @@ def place_on_mesh(tree, mesh: Mesh, spec: P):
 def shard_runner_state(runner: RunnerState, mesh: Mesh, num_seeds: int = 1) -> RunnerState:
     """Place a runner state of global host values (e.g. a checkpoint's) on the mesh."""
     return jax.tree.map(lambda spec, subtree: place_on_mesh(subtree, mesh, spec),
-                        runner_state_specs(num_seeds, runner.curriculum is not None), runner,
+                        runner_state_specs(num_seeds, runner.curriculum is not None,
+                                           runner.hidden is not None), runner,
                         is_leaf=lambda x: isinstance(x, P))
 
 
@@ -360,16 +376,26 @@ def seed_slice(tree, index: int):
 
 # ---------------------------------------------------------------------------- 4. rollout
 
+def episode_starts(runner: RunnerState) -> jax.Array | None:
+    """Per env, whether the next step is the first of an episode (the episode's length counter
+    is 0 exactly then: at the start of training and after every done); None for a
+    feed-forward network, which needs no such flag."""
+    return None if runner.hidden is None else runner.episode.lengths == 0
+
+
 def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                     network: ActorCritic, reward_components: tuple[str, ...]):
     """``num_steps`` vectorised env steps. Returns the new runner state, the time-major
     ``Transition`` batch, per-step statistics (arrays [T, N, ...]) and the discounted return
-    of each env after each step (f32[T, N], for reward normalisation)."""
+    of each env after each step (f32[T, N], for reward normalisation). A recurrent core's
+    hidden state is zeroed before an episode's first step and carried otherwise."""
 
     def step(runner: RunnerState, _):
         obs = runner.obs
         mask = env.action_mask(obs)
-        logits, value = network.apply(runner.params, obs)
+        episode_start = episode_starts(runner)
+        hidden, logits, value = apply_step(network, runner.params, runner.hidden, obs,
+                                           episode_start)
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(runner.env_keys)
         env_keys, action_keys, step_keys = keys[:, 0], keys[:, 1], keys[:, 2]
         action = jax.vmap(sample_masked)(action_keys, logits, mask)
@@ -377,13 +403,16 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None))(step_keys, runner.env_state, action, env_params)
 
-        # A truncated episode is bootstrapped from its final observation; the network only runs
-        # on steps where some env was truncated (rare), not on every step.
-        bootstrap_value = lax.cond(
-            jnp.any(truncated),
-            lambda: jnp.where(truncated, network.apply(runner.params,
-                                                       info["final_observation"])[1], 0.0),
-            lambda: jnp.zeros_like(value))
+        # A truncated episode is bootstrapped from its final observation, seen with the hidden
+        # state this step produced (the episode would have gone on with it); the network only
+        # runs on steps where some env was truncated (rare), not on every step.
+        def final_observation_value():
+            go_on = None if hidden is None else jnp.zeros_like(episode_start)
+            final_value = apply_step(network, runner.params, hidden, info["final_observation"],
+                                     go_on)[2]
+            return jnp.where(truncated, final_value, 0.0)
+        bootstrap_value = lax.cond(jnp.any(truncated), final_observation_value,
+                                   lambda: jnp.zeros_like(value))
 
         done = terminated | truncated
         archive, from_archive = runner.curriculum, jnp.zeros_like(done)
@@ -429,11 +458,12 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                                       discounted_returns=keep(discounted))
         transition = Transition(obs=obs, mask=mask, action=action, log_prob=log_prob, value=value,
                                 reward=optimised, terminated=terminated, truncated=truncated,
-                                bootstrap_value=bootstrap_value)
+                                bootstrap_value=bootstrap_value, episode_start=episode_start)
         # After a done step, next_obs is the reset observation (auto-reset), so the next action
-        # is chosen from the new episode's first observation.
+        # is chosen from the new episode's first observation (and the episode's zeroed length
+        # marks it as a start, where the next step zeroes the hidden state).
         runner = runner.replace(env_state=env_state, obs=next_obs, env_keys=env_keys,
-                                episode=episode, curriculum=archive)
+                                episode=episode, curriculum=archive, hidden=hidden)
         return runner, (transition, stats, discounted)
 
     runner, (transitions, stats, discounted) = lax.scan(step, runner, None,
@@ -505,8 +535,14 @@ def normalize_advantages(advantages: jax.Array, axis_name: str | None) -> jax.Ar
 
 
 def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, targets,
-             config: TrainConfig):
-    logits, value = network.apply(params, batch.obs)
+             config: TrainConfig, initial_hidden=None):
+    """The clipped PPO loss of a minibatch. A feed-forward minibatch holds steps; a recurrent
+    one holds whole sequences [T, n, ...] of n envs, whose core is replayed from
+    ``initial_hidden`` (f32[n, C], the rollout's start) with the recorded episode starts."""
+    if initial_hidden is None:
+        logits, value = network.apply(params, batch.obs)
+    else:
+        _, logits, value = network.apply(params, initial_hidden, batch.obs, batch.episode_start)
     mask = batch.mask
     log_prob = log_prob_of(logits, mask, batch.action)
     log_ratio = log_prob - batch.log_prob
@@ -541,21 +577,51 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
     return total, aux
 
 
-def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
-                  config: TrainConfig, network: ActorCritic,
-                  optimizer: optax.GradientTransformation, axis_name: str | None):
-    """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
-    gradients are averaged over devices before each optimizer step."""
+def step_minibatches(transitions: Transition, advantages, targets, key, config: TrainConfig):
+    """Feed-forward: the [T, N] steps shuffled and cut into ``num_minibatches`` of single
+    steps (no hidden state: None)."""
     local_batch = config.num_steps * config.envs_per_device
     flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]),
                         (transitions, advantages, targets))
+    permutation = jax.random.permutation(key, local_batch)
+    minibatches = jax.tree.map(
+        lambda x: x[permutation].reshape((config.num_minibatches, -1) + x.shape[1:]), flat)
+    return minibatches + (None,)
+
+
+def sequence_minibatches(transitions: Transition, advantages, targets, initial_hidden, key,
+                         config: TrainConfig):
+    """Recurrent: the envs shuffled and cut into ``num_minibatches`` groups, each holding its
+    envs' whole T-step sequences (time-major [T, n, ...]) and their hidden state at the
+    rollout's start, so the loss can replay the core exactly as the rollout ran it."""
+    permutation = jax.random.permutation(key, config.envs_per_device)
+
+    def by_env(x):  # [T, N, ...] -> [M, T, N/M, ...]
+        x = x[:, permutation]
+        x = x.reshape((x.shape[0], config.num_minibatches, -1) + x.shape[2:])
+        return jnp.swapaxes(x, 0, 1)
+    sequences = jax.tree.map(by_env, (transitions, advantages, targets))
+    hidden = initial_hidden[permutation].reshape(
+        (config.num_minibatches, -1) + initial_hidden.shape[1:])
+    return sequences + (hidden,)
+
+
+def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
+                  config: TrainConfig, network: ActorCritic,
+                  optimizer: optax.GradientTransformation, axis_name: str | None,
+                  initial_hidden=None):
+    """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
+    gradients are averaged over devices before each optimizer step. With a recurrent core
+    (``initial_hidden``: the hidden state at the rollout's start) minibatches are cut by env,
+    not by step."""
 
     def minibatch_step(carry, minibatch):
         params, opt_state = carry
-        batch, adv, tgt = minibatch
+        batch, adv, tgt, hidden = minibatch
         if config.normalize_advantages:
             adv = normalize_advantages(adv, axis_name)
-        grads, aux = jax.grad(ppo_loss, has_aux=True)(params, network, batch, adv, tgt, config)
+        grads, aux = jax.grad(ppo_loss, has_aux=True)(params, network, batch, adv, tgt, config,
+                                                      hidden)
         if axis_name is not None:
             grads, aux = lax.pmean((grads, aux), axis_name)
         aux["grad_norm"] = optax.tree.norm(grads)
@@ -563,9 +629,11 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         return (optax.apply_updates(params, updates), opt_state), aux
 
     def epoch(carry, epoch_key):
-        permutation = jax.random.permutation(epoch_key, local_batch)
-        minibatches = jax.tree.map(
-            lambda x: x[permutation].reshape((config.num_minibatches, -1) + x.shape[1:]), flat)
+        if initial_hidden is None:
+            minibatches = step_minibatches(transitions, advantages, targets, epoch_key, config)
+        else:
+            minibatches = sequence_minibatches(transitions, advantages, targets, initial_hidden,
+                                               epoch_key, config)
         return lax.scan(minibatch_step, carry, minibatches)
 
     (params, opt_state), aux = lax.scan(epoch, (params, opt_state),
@@ -593,9 +661,11 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     """One PPO update on this device's envs: rollout, GAE, epochs of minibatch SGD."""
     learning_rate = learning_rate_schedule(config)(
         runner.update_step * config.num_minibatches * config.update_epochs)
+    rollout_start_hidden = runner.hidden
     runner, transitions, stats, discounted = collect_rollout(runner, config, env, env_params,
                                                              network, reward_components)
-    _, last_value = network.apply(runner.params, runner.obs)
+    _, _, last_value = apply_step(network, runner.params, runner.hidden, runner.obs,
+                                  episode_starts(runner))
     rewards = transitions.reward
     if config.normalize_rewards:
         # Values are learned in the scaled units; the logged returns stay raw.
@@ -612,7 +682,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
         shuffle_key = jax.random.fold_in(shuffle_key, lax.axis_index(axis_name))
     params, opt_state, losses = update_epochs(
         runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
-        network, optimizer, axis_name)
+        network, optimizer, axis_name, rollout_start_hidden)
 
     sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
     if axis_name is not None:
@@ -700,7 +770,7 @@ class UpdateChunk:
                                             jnp.arange(updates_per_chunk))
             return runner, metrics
 
-        specs = runner_state_specs(config.num_seeds, config.curriculum_share > 0)
+        specs = config_runner_state_specs(config)
         chunk = jax.shard_map(local_chunk, mesh=mesh, in_specs=(specs, P()),
                               out_specs=(specs, P()), check_vma=False)
         self._jitted = jax.jit(chunk, donate_argnums=(0,))

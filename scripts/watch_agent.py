@@ -47,7 +47,8 @@ from envs.hackmatrix.viz.replay import (ReplayError, Simulator, load_record, run
 from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, FIELDS_ADDED_LATER, TrainConfig
 from purejaxrl.output_paths import OutputPathError, check_output_file
-from purejaxrl.networks import greedy_masked, make_network, masked_log_probs, sample_masked
+from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
+                                sample_masked, step_recurrent)
 from purejaxrl.policy import PolicyError, load_policy as load
 
 
@@ -151,14 +152,33 @@ def load_policy(path: str):
 
 def network_decision(env, network):
     """The network's policy over observations, in the form ``replay.Simulator`` runs: greedy
-    (argmax over legal actions) or sampled, with the probabilities and value it shows."""
-    def decide(params, key, obs, greedy):
-        logits, value = network.apply(params, obs)
+    (argmax over legal actions) or sampled, with the probabilities and value it shows. A
+    recurrent network's also takes the core's hidden state (``initial_memory`` at an episode's
+    start) and returns the next one as ``"memory"``."""
+    def decision(key, obs, greedy, logits, value):
         mask = env.action_mask(obs)
         action = jnp.where(greedy, greedy_masked(logits, mask), sample_masked(key, logits, mask))
         return dict(action=action.astype(jnp.int32), value=value,
                     probs=jnp.exp(masked_log_probs(logits, mask)))
+
+    if is_recurrent(network):
+        def decide_with_memory(params, key, obs, greedy, hidden):
+            one = jax.tree.map(lambda x: x[None], obs)  # the core steps a batch of envs
+            hidden, logits, value = step_recurrent(network, params, hidden[None], one,
+                                                   jnp.zeros(1, bool))
+            return dict(decision(key, obs, greedy, logits[0], value[0]), memory=hidden[0])
+        return decide_with_memory
+
+    def decide(params, key, obs, greedy):
+        logits, value = network.apply(params, obs)
+        return decision(key, obs, greedy, logits, value)
     return decide
+
+
+def initial_memory(network):
+    """What ``network_decision``'s policy remembers at an episode's start: a recurrent core's
+    zero hidden state, or None (no memory)."""
+    return network.initial_hidden(1)[0] if is_recurrent(network) else None
 
 
 # --------------------------------------------------------------------------- output
@@ -267,7 +287,8 @@ def run(args) -> int:
         network = make_network(config, env)
     simulator = Simulator(env.env, env_params,
                           None if network is None else network_decision(env, network),
-                          params, greedy=args.greedy)
+                          params, greedy=args.greedy,
+                          initial_memory=None if network is None else initial_memory(network))
     live = LiveView(args)
     mode = "replay of " + args.replay if record_in else ("greedy" if args.greedy else "sampled")
     print(f"{len(episodes)} episode(s), seed {seed}, {mode}; env options {options}")
@@ -332,9 +353,12 @@ def run_other_env(args, policy, started: float) -> int:
         reset_key, key = jax.random.split(key)
         obs, state = reset(reset_key, env_params)
         total, outcome = 0.0, "unfinished"
+        memory = initial_memory(policy.network)
         for t in range(args.max_steps):
             act_key, step_key = jax.random.split(jax.random.fold_in(key, t))
-            decision = jax.device_get(decide(policy.params, act_key, obs, args.greedy))
+            decision = jax.device_get(decide(policy.params, act_key, obs, args.greedy,
+                                             *(() if memory is None else (memory,))))
+            memory = decision.pop("memory", None)
             action = int(decision["action"])
             obs_host = np.asarray(jax.device_get(obs))
             if args.gif:

@@ -42,7 +42,7 @@ choose_platforms()  # before anything imports JAX
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES,
-                              REWARD_SHAPING_CHOICES,
+                              RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
                               config_warnings, validate_config, validate_run_options)
 
@@ -56,8 +56,8 @@ _CONFIG_FLAGS = (
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
-    "separate_torsos", "compute_dtype", "encoder", "cell_features", "num_devices", "seed",
-    "num_seeds")
+    "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
+    "core_width", "num_devices", "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -132,6 +132,11 @@ def build_parser() -> argparse.ArgumentParser:
                      help="separate actor and critic MLPs (off: one shared torso)")
     net.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES,
                      help="matmul dtype (parameters stay float32)")
+    net.add_argument("--recurrent-core", choices=RECURRENT_CORE_CHOICES,
+                     help="none: feed-forward; gru: a GRU cell between the torso and the heads, "
+                          "its hidden state carried per env and zeroed at episode starts "
+                          "(minibatches then hold whole env sequences)")
+    net.add_argument("--core-width", type=int, help="features of the recurrent core")
     run = parser.add_argument_group("run management")
     run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>; a name whose "
                      "directory holds another run is refused")
@@ -224,7 +229,8 @@ def config_from_args(args, base: TrainConfig | None, devices: int, say=print,
             raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
     scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
                                        explicit.get("num_minibatches"),
-                                       explicit.get("update_epochs"), config.num_devices)
+                                       explicit.get("update_epochs"), config.num_devices,
+                                       whole_sequences=config.recurrent_core != "none")
     say(f"batch {config.num_envs} envs x {config.num_steps} steps = "
         f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
     return config.replace(num_minibatches=scaled.num_minibatches,

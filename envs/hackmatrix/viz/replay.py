@@ -74,26 +74,34 @@ class Simulator:
     separate jitted programs, so replays and play.py reuse the env step's compilation.
 
     ``policy(params, key, obs, greedy) -> {"action", "value", "probs"}`` decides from the
-    observation of the current state (``network_decision`` of scripts/watch_agent.py)."""
+    observation of the current state (``network_decision`` of scripts/watch_agent.py). A
+    policy with a memory (a recurrent network's hidden state) is given its ``initial_memory``:
+    it is then called with the memory as a last argument and returns the next one under
+    ``"memory"``; each reset starts the memory afresh."""
 
-    def __init__(self, env, env_params, policy=None, params=None, greedy=True):
+    def __init__(self, env, env_params, policy=None, params=None, greedy=True,
+                 initial_memory=None):
         self.env, self.env_params = env, env_params
         self.params, self.greedy = params, greedy
+        self.initial_memory = self.memory = initial_memory
         self._reset = jitted_reset(env)
         self._policy = None if policy is None else jax.jit(
-            lambda params, key, state, greedy: policy(params, key, build_observation(state),
-                                                      greedy))
+            lambda params, key, state, greedy, *memory: policy(
+                params, key, build_observation(state), greedy, *memory))
         self._env_step = jitted_env_step(env)
 
     def reset(self, key):
+        self.memory = self.initial_memory
         return self._reset(key, self.env_params)
 
     def step(self, key, state, forced_action=None):
         act_key, env_key = jax.random.split(key)
         decision = {}
         if self._policy is not None:
+            memory = () if self.initial_memory is None else (self.memory,)
             decision = jax.device_get(self._policy(self.params, act_key, state,
-                                                   jnp.bool_(self.greedy)))
+                                                   jnp.bool_(self.greedy), *memory))
+            self.memory = decision.pop("memory", self.memory)
         action = forced_action if forced_action is not None else decision["action"]
         out = self._env_step(env_key, state, jnp.int32(action), self.env_params)
         return {**jax.device_get(out), "probs": decision.get("probs"),

@@ -1,0 +1,331 @@
+"""The recurrent policy (``--recurrent-core gru``) on the toy corridor: the hidden state is
+zeroed where an episode starts and carried otherwise, the loss replays the core from the
+rollout's start hidden state (so before the first gradient step every ratio is 1), masked
+actions are never sampled, and a GRU run resumes bit for bit and trains several seeds.
+
+Short episodes (max 5 steps) so that a 16-step rollout holds several episode starts per env."""
+
+import functools
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purejaxrl import ppo
+from purejaxrl.checkpoint import load_checkpoint
+from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.cli.evaluate import main as evaluate_main
+from purejaxrl.evaluation import network_policy, play_episodes
+from purejaxrl.networks import greedy_masked, log_prob_of, step_recurrent
+from purejaxrl.policy import load_policy
+from purejaxrl.train import train
+from envs.toy import EXIT_CELL, ToyState
+from tests.trainer.toy_run import assert_trees_equal, options
+
+CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=16, max_episode_steps=5, hidden_width=16,
+                     hidden_depth=1, recurrent_core="gru", core_width=8, num_minibatches=2,
+                     update_epochs=2, total_timesteps=5 * 64, lr=1e-2)
+
+
+@pytest.fixture(scope="module")
+def built():
+    env, env_params, network, optimizer, components = ppo.build(CONFIG)
+    runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components))
+    collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
+                                        env_params=env_params, network=network,
+                                        reward_components=components))
+    # One step of the core for a batch of envs, jitted once for the tests that replay by hand.
+    step = jax.jit(functools.partial(step_recurrent, network))
+    return dict(env=env, network=network, runner=runner, collect=collect, step=step)
+
+
+@pytest.fixture(scope="module")
+def rollouts(built):
+    """Two consecutive rollouts from the start of training: the second starts from a hidden
+    state the first carried (not zeros)."""
+    first_runner, first, first_stats, _ = built["collect"](built["runner"])
+    second_runner, second, second_stats, _ = built["collect"](first_runner)
+    return [dict(start=built["runner"], transitions=jax.device_get(first),
+                 stats=jax.device_get(first_stats), end=first_runner),
+            dict(start=first_runner, transitions=jax.device_get(second),
+                 stats=jax.device_get(second_stats), end=second_runner)]
+
+
+def test_runner_state_carries_a_zero_hidden_state_per_env(built):
+    """The initial hidden state is zeros, one row of core_width per env."""
+    hidden = np.asarray(built["runner"].hidden)
+    assert hidden.shape == (CONFIG.num_envs, CONFIG.core_width) and not hidden.any()
+
+
+def test_hidden_state_is_zeroed_at_episode_starts_and_carried_otherwise(built, rollouts):
+    """Replaying each step by hand: where an episode starts (every env on training's first step,
+    then after every done) the stored log-prob and value are those of a fresh zero hidden state;
+    elsewhere they are those of the hidden state the previous step produced, which differs."""
+    network, params, step = built["network"], built["runner"].params, built["step"]
+    zeros = network.initial_hidden(CONFIG.num_envs)
+    no_reset = jnp.zeros(CONFIG.num_envs, bool)
+    carried_somewhere = False
+    for index, rollout in enumerate(rollouts):
+        t = rollout["transitions"]
+        hidden = rollout["start"].hidden
+        previous_done = (np.ones(CONFIG.num_envs, bool) if index == 0
+                         else np.asarray(rollouts[0]["transitions"].terminated[-1]
+                                         | rollouts[0]["transitions"].truncated[-1]))
+        assert t.episode_start.any() and not t.episode_start.all()
+        for s in range(CONFIG.num_steps):
+            obs = jax.tree.map(lambda x: x[s], t.obs)
+            np.testing.assert_array_equal(t.episode_start[s], previous_done)
+            fresh_hidden, fresh_logits, fresh_value = step(params, zeros, obs, no_reset)
+            kept_hidden, kept_logits, kept_value = step(params, hidden, obs, no_reset)
+            start = t.episode_start[s]
+            logits = np.where(start[:, None], fresh_logits, kept_logits)
+            value = np.where(start, fresh_value, kept_value)
+            np.testing.assert_allclose(t.value[s], value, rtol=1e-5, atol=1e-6)
+            np.testing.assert_allclose(t.log_prob[s], log_prob_of(logits, t.mask[s],
+                                                                  t.action[s]),
+                                       rtol=1e-5, atol=1e-6)
+            carried = ~start & (np.abs(np.asarray(kept_value - fresh_value)) > 1e-6)
+            carried_somewhere |= bool(carried.any())
+            hidden = jnp.where(start[:, None], fresh_hidden, kept_hidden)
+            previous_done = np.asarray(t.terminated[s] | t.truncated[s])
+        np.testing.assert_allclose(rollout["end"].hidden, hidden, rtol=1e-5, atol=1e-6)
+    assert carried_somewhere  # the carried state made a difference somewhere
+
+
+def test_truncation_bootstraps_with_the_hidden_state_of_the_truncated_step(built, rollouts):
+    """bootstrap_value on a truncated step = V(final observation) seen with the hidden state
+    that step produced (not a zero one, not the next episode's): the final observation is
+    rebuilt by stepping the toy from obs[t], as in test_rollout."""
+    params, toy, step = built["runner"].params, built["env"].env, built["step"]
+    checked = hidden_matters = 0
+    for rollout in rollouts:
+        t = rollout["transitions"]
+        assert not t.bootstrap_value[~t.truncated].any()
+        hidden = rollout["start"].hidden
+        for s in range(CONFIG.num_steps):
+            obs = jax.tree.map(lambda x: x[s], t.obs)
+            hidden, _, _ = step(params, hidden, obs, jnp.asarray(t.episode_start[s]))
+            for env_index in np.nonzero(t.truncated[s] & ~t.terminated[s])[0]:
+                player = t.obs.features[s, env_index]
+                cell, best = round(player[0] * EXIT_CELL), round(player[2] * EXIT_CELL)
+                action = int(t.action[s, env_index])
+                final_cell = cell + {3: 1, 2: -1}.get(action, 0)
+                final = toy.observation(ToyState(
+                    cell=jnp.int32(final_cell), best_cell=jnp.int32(max(best, final_cell)),
+                    siphoned=jnp.bool_(player[1] > 0 or action == 4),
+                    time=jnp.int32(CONFIG.max_episode_steps)))
+                final = jax.tree.map(lambda x: x[None], final)
+                _, _, expected = step(params, hidden[env_index][None], final,
+                                      jnp.zeros(1, bool))
+                _, _, from_zero = step(params, jnp.zeros_like(hidden[:1]), final,
+                                       jnp.zeros(1, bool))
+                np.testing.assert_allclose(t.bootstrap_value[s, env_index], expected[0],
+                                           rtol=1e-5, atol=1e-6)
+                checked += 1
+                hidden_matters += not np.isclose(expected[0], from_zero[0], atol=1e-6)
+    assert checked > 0 and hidden_matters > 0
+
+
+def test_sequence_replay_reproduces_the_rollout(built, rollouts):
+    """The update's minibatches (whole env sequences from the rollout's start hidden state,
+    with the recorded episode starts) give back the rollout's log-probs and values: before the
+    first gradient step every ratio is 1. Checked on the second rollout, whose start hidden
+    state is not zero."""
+    network, params = built["network"], built["runner"].params
+    rollout = rollouts[1]
+    transitions = jax.tree.map(jnp.asarray, rollout["transitions"])
+    advantages = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
+
+    @jax.jit
+    def replay(transitions, start_hidden):
+        batches, _, _, hidden = ppo.sequence_minibatches(
+            transitions, advantages, advantages, start_hidden, jax.random.PRNGKey(3), CONFIG)
+
+        def one(batch, hidden):
+            _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
+            _, aux = ppo.ppo_loss(params, network, batch, jnp.ones(batch.value.shape),
+                                  jnp.zeros(batch.value.shape), CONFIG, hidden)
+            return log_prob_of(logits, batch.mask, batch.action), value, batch, aux
+        return jax.vmap(one)(batches, hidden)
+
+    assert np.abs(np.asarray(rollout["start"].hidden)).max() > 0
+    log_prob, value, batches, aux = replay(transitions, rollout["start"].hidden)
+    assert log_prob.shape == (CONFIG.num_minibatches, CONFIG.num_steps,
+                              CONFIG.num_envs // CONFIG.num_minibatches)
+    np.testing.assert_allclose(log_prob, batches.log_prob, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, batches.value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(aux["approx_kl"], 0.0, atol=1e-6)
+    np.testing.assert_array_equal(aux["clip_fraction"], 0.0)
+    # Every env appears in exactly one minibatch, whole.
+    np.testing.assert_array_equal(
+        np.sort(np.asarray(batches.action).transpose(0, 2, 1).reshape(CONFIG.num_envs, -1),
+                axis=0),
+        np.sort(np.asarray(transitions.action).T, axis=0))
+
+
+def test_masked_actions_are_never_sampled(rollouts):
+    """Every action the GRU policy sampled is legal under the mask of its observation."""
+    for rollout in rollouts:
+        t = rollout["transitions"]
+        legal = np.take_along_axis(t.mask, t.action[..., None], axis=-1)[..., 0]
+        assert legal.all() and rollout["stats"]["masked_actions_sampled"].sum() == 0
+
+
+def test_gru_config_validation():
+    """With a GRU the minibatches split envs: num_envs per device must be divisible by
+    num_minibatches; the core is shared, so separate torsos are refused; the choice and the
+    width are checked."""
+    with pytest.raises(ConfigError, match="must divide the envs per device"):
+        validate_config(CONFIG.replace(num_minibatches=8))
+    with pytest.raises(ConfigError, match="--separate-torsos"):
+        validate_config(CONFIG.replace(separate_torsos=True))
+    with pytest.raises(ConfigError, match="--recurrent-core"):
+        validate_config(CONFIG.replace(recurrent_core="lstm"))
+    with pytest.raises(ConfigError, match="--core-width"):
+        validate_config(CONFIG.replace(core_width=0))
+    validate_config(CONFIG)
+
+
+def test_evaluation_carries_the_hidden_state(built):
+    """play_episodes with a GRU network's greedy policy plays what a hand loop plays that
+    carries the core's hidden state from step to step (zeros at the reset): same returns and
+    lengths. The loop's keys are play_episodes's."""
+    env, network, params = built["env"], built["network"], built["runner"].params
+    env_params = env.default_params.replace(max_steps_in_episode=CONFIG.max_episode_steps)
+    num_envs, max_steps, key = 4, 12, jax.random.PRNGKey(5)
+    results = jax.device_get(jax.jit(lambda key: play_episodes(
+        env, env_params, network_policy(env, network, params, True), key, num_envs,
+        max_steps))(key))
+
+    @jax.jit
+    def hand_loop(key):
+        reset_key, loop_key = jax.random.split(key)
+        obs, state = jax.vmap(env.reset, in_axes=(0, None))(
+            jax.random.split(reset_key, num_envs), env_params)
+        hidden = network.initial_hidden(num_envs)
+        finished = jnp.zeros(num_envs, bool)
+        returns, lengths = jnp.zeros(num_envs), jnp.zeros(num_envs, jnp.int32)
+        for _ in range(max_steps):
+            loop_key, _, step_key = jax.random.split(loop_key, 3)
+            hidden, logits, _ = step_recurrent(network, params, hidden, obs,
+                                               jnp.zeros(num_envs, bool))
+            action = greedy_masked(logits, env.action_mask(obs))
+            obs, state, reward, terminated, truncated, _ = jax.vmap(
+                env.step, in_axes=(0, 0, 0, None))(jax.random.split(step_key, num_envs),
+                                                   state, action, env_params)
+            returns += jnp.where(finished, 0.0, reward)
+            lengths += (~finished).astype(jnp.int32)
+            finished |= terminated | truncated
+        return returns, lengths, finished
+
+    returns, lengths, finished = jax.device_get(hand_loop(key))
+    assert finished.all() and results["finished"].all()
+    np.testing.assert_allclose(results["episode_return"], returns, rtol=1e-6)
+    np.testing.assert_array_equal(results["length"], lengths)
+    assert results["masked"].sum() == 0
+
+
+def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
+    """3 updates, save, resume, 2 more == 5 updates in one run, hidden state included (it is
+    part of the runner state the checkpoint holds). The checkpoint loads as a policy, and
+    scripts/evaluate.py and scripts/watch_agent.py play it."""
+    full = train(CONFIG, options(tmp_path / "full", compile_cache_dir))
+    assert full.updates_done == 5
+    assert np.abs(np.asarray(full.runner_state.hidden)).max() > 0
+    first = train(CONFIG, options(tmp_path / "parts", compile_cache_dir), stop_after_updates=3)
+    saved = load_checkpoint(first.run_dir)
+    assert saved["runner_state"].hidden.shape == (CONFIG.num_envs, CONFIG.core_width)
+    second = train(CONFIG, options(tmp_path / "parts", compile_cache_dir), checkpoint=saved)
+    assert second.updates_done == 5
+    assert_trees_equal(second.runner_state, full.runner_state)
+    assert all(r["actions/masked_sampled"] == 0 for r in full.records)
+    assert load_policy(first.run_dir).config.recurrent_core == "gru"
+    assert evaluate_main(["--checkpoint", first.run_dir, "--episodes", "4", "--max-steps",
+                          "20", "--policies", "checkpoint-greedy,checkpoint-sampled,random"]) == 0
+    assert "checkpoint-greedy" in capsys.readouterr().out
+    from scripts import watch_agent
+    assert watch_agent.main([first.run_dir, "--episodes", "2", "--max-steps", "8",
+                             "--no-compile-cache"]) == 0
+    assert "2 episodes: mean return" in capsys.readouterr().out
+
+
+def test_gru_run_with_two_seeds_trains(tmp_path, compile_cache_dir):
+    """--num-seeds 2 with a GRU: the hidden state gets the seed axis (sharded and vmapped like
+    the other per-env fields), the run completes and the seeds' hidden states differ."""
+    config = CONFIG.replace(num_seeds=2, total_timesteps=64)
+    result = train(config, options(tmp_path, compile_cache_dir))
+    assert result.updates_done == 1
+    hidden = np.asarray(result.runner_state.hidden)
+    assert hidden.shape == (2, CONFIG.num_envs, CONFIG.core_width)
+    assert not np.array_equal(hidden[0], hidden[1])
+
+
+def test_cli_flags_and_auto_scaled_minibatches_split_envs():
+    """--recurrent-core gru --core-width N reach the config; the auto-scaled minibatch count
+    then divides the envs per device (here 6 envs x 1000 steps: 4 would divide the batch but
+    not the envs); without a core it is unchanged; an older checkpoint's config without the
+    fields reads as feed-forward."""
+    from purejaxrl.cli.train import build_parser, config_from_args
+    from purejaxrl.config import FIELDS_ADDED_LATER
+
+    def parsed(*flags):
+        args = build_parser().parse_args(["--env", "toy", "--num-envs", "6", "--num-steps",
+                                          "1000", *flags])
+        return config_from_args(args, None, devices=1, say=lambda *a, **k: None)
+    gru = parsed("--recurrent-core", "gru", "--core-width", "32")
+    assert (gru.recurrent_core, gru.core_width) == ("gru", 32)
+    assert 6 % gru.num_minibatches == 0
+    validate_config(gru.replace(separate_torsos=False))
+    feed_forward = parsed()
+    assert feed_forward.recurrent_core == "none" and feed_forward.num_minibatches == 4
+    old = {k: v for k, v in TrainConfig().to_dict().items()
+           if k not in ("recurrent_core", "core_width")}
+    assert TrainConfig.from_dict(old).recurrent_core == "none"
+    assert FIELDS_ADDED_LATER["core_width"] == 256
+
+
+TWO_DEVICES = textwrap.dedent("""
+    import os, sys
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    sys.path.insert(0, sys.argv[1])
+    import numpy as np
+    from jax.sharding import PartitionSpec as P
+    from purejaxrl.checkpoint import load_checkpoint
+    from purejaxrl.train import train
+    from tests.trainer.test_recurrent import CONFIG
+    from tests.trainer.toy_run import options
+    out = sys.argv[2]
+    base = CONFIG.replace(num_minibatches=1)
+    two = train(base.replace(num_devices=2), options(out + "/two", None), stop_after_updates=1)
+    one = train(base.replace(num_devices=1), options(out + "/one", None), stop_after_updates=1)
+    assert two.runner_state.hidden.sharding.spec == P("devices")
+    np.testing.assert_allclose(np.asarray(two.runner_state.hidden),
+                               np.asarray(one.runner_state.hidden), rtol=1e-5, atol=1e-6)
+    moved = train(base.replace(num_devices=1), options(out + "/two", None),
+                  checkpoint=load_checkpoint(two.run_dir), stop_after_updates=2)
+    seeds = train(base.replace(num_devices=2, num_seeds=2), options(out + "/seeds", None),
+                  stop_after_updates=1)
+    assert seeds.runner_state.hidden.shape == (2, CONFIG.num_envs, CONFIG.core_width)
+    assert seeds.runner_state.hidden.sharding.spec == P(None, "devices")
+    print("ok")
+""")
+
+
+@pytest.mark.slow
+def test_hidden_state_is_split_over_devices(tmp_path):
+    """On 2 virtual CPU devices (a subprocess: XLA_FLAGS must precede jax) the hidden state is
+    split over the device axis like the envs (with a seed axis in front for --num-seeds 2); the
+    rollout does not depend on the split (hidden state after the first update's rollout equals
+    the single-device run's); a 2-device GRU checkpoint resumes on 1 device."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    completed = subprocess.run([sys.executable, "-c", TWO_DEVICES, root, str(tmp_path)],
+                               capture_output=True, text=True, env=env, timeout=600, cwd=root)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    assert completed.stdout.strip().splitlines()[-1] == "ok"
