@@ -254,6 +254,7 @@ def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     assert "2 episodes: mean return" in capsys.readouterr().out
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow)
 def test_gru_run_with_two_seeds_trains(tmp_path, compile_cache_dir):
     """--num-seeds 2 with a GRU: the hidden state gets the seed axis (sharded and vmapped like
     the other per-env fields), the run completes and the seeds' hidden states differ."""
