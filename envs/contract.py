@@ -35,7 +35,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 
 Hooks that take an observation or a state are written for one env (not batched); the trainer
 vmaps them. ``check_env_contract`` checks the required API and every hook an env has.
-"""
+"""  # noqa: E501 (the hook table's rows cannot be wrapped)
 
 from __future__ import annotations
 

@@ -60,6 +60,12 @@ def make(env_id: str, **options):
     return env, params
 
 
+def takes_option(env_id: str, option: str) -> bool:
+    """Whether ``env_id`` is one of our envs that takes the training option ``option`` (a
+    gymnax env takes none)."""
+    return env_id in OWN_ENVS and option in getattr(_own_class(env_id), "training_options", ())
+
+
 def env_version(env_id: str):
     """The contract version an env declares (``version``), None if it declares none or the id
     is unknown. Checkpoints record it; a checkpoint of another version is refused."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from typing import Optional
 
 from flax import struct
@@ -179,7 +178,6 @@ class RunOptions:
     updates_per_chunk: int = 10  # updates compiled into one jitted lax.scan
     eval_interval: Optional[int] = None  # in updates; None = no periodic evaluation
     eval_envs: int = 64
-    eval_max_steps: int = 2000
     wandb: bool = True
     wandb_project: str = "hackmatrix"
     wandb_entity: Optional[str] = None
@@ -236,9 +234,10 @@ def auto_scale_for_batch_size(num_envs: int, num_steps: int,
 
     Reference: 256 x 128 = 32768 samples, 4 minibatches of 8192, 4 epochs. A larger batch
     keeps the minibatch near ``LARGE_BATCH_MINIBATCH_SIZE`` (2048) by raising the minibatch
-    count, and lowers the epochs in proportion to the batch growth, never below 2. A smaller batch keeps 4 minibatches and 4 epochs. The minibatch count is always a
-    divisor of the per-device batch (each device shuffles and splits its own share), chosen
-    nearest to the target. With ``whole_sequences`` (a recurrent core: minibatches hold whole
+    count, and lowers the epochs in proportion to the batch growth, never below 2. A smaller
+    batch keeps 4 minibatches and 4 epochs. The minibatch count is always a divisor of the
+    per-device batch (each device shuffles and splits its own share), chosen nearest to the
+    target. With ``whole_sequences`` (a recurrent core: minibatches hold whole
     env sequences) it is a divisor of the per-device env count instead. An explicitly passed
     value wins for its own dimension only.
     """
@@ -371,5 +370,6 @@ def validate_run_options(options: RunOptions) -> None:
     need(options.wandb_mode in ("online", "offline", "disabled"),
          f"--wandb-mode must be online, offline or disabled, got {options.wandb_mode!r}")
     if options.run_name is not None:
-        need(options.run_name and "/" not in options.run_name and options.run_name not in (".", ".."),
+        need(options.run_name and "/" not in options.run_name
+             and options.run_name not in (".", ".."),
              f"--run-name must be a plain directory name, got {options.run_name!r}")

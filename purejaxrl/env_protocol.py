@@ -4,12 +4,12 @@
 has none. The rest of ``purejaxrl/`` reads the env only through this class, so nothing in it
 depends on an env's internals:
 
-| trainer part | uses |
-|---|---|
-| rollout, loss (``ppo.py``) | ``reset``/``step``, ``action_mask``, ``reward_components``, ``training_reward``, ``metric_values``, ``num_stages`` (curriculum) |
-| network (``networks.py``) | ``flat_observation`` (encoder ``flat``), ``board_view`` (``egocentric``), ``observation_shape`` (``cnn``) |
-| records (``logger.py``) | ``metrics``, ``num_stages``, ``health_metrics``, ``alerts`` |
-| evaluation | ``metrics``, ``num_stages``, ``heuristic_policy``, ``episode_resources`` |
+- rollout, loss (``ppo.py``): ``reset``/``step``, ``action_mask``, ``reward_components``,
+  ``training_reward``, ``metric_values``, ``num_stages`` (curriculum);
+- network (``networks.py``): ``flat_observation`` (encoder ``flat``), ``board_view``
+  (``egocentric``), ``observation_shape`` (``cnn``);
+- records (``logger.py``): ``metrics``, ``num_stages``, ``health_metrics``, ``alerts``;
+- evaluation: ``metrics``, ``num_stages``, ``heuristic_policy``, ``episode_resources``.
 
 Hooks are written for one env; the methods here take any leading batch dimensions (vmapped).
 """

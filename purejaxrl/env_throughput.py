@@ -1,8 +1,9 @@
 """Env-only throughput of an env of ``envs.registry`` (HackMatrix by default): jit + vmap +
-lax.scan of uniformly random valid actions with auto-reset; compile time (trace+lower and XLA compile separately) and steady-state env
-steps per second (median and spread of repeated timed runs after a warm-up). Run by
-scripts/benchmark_env.py and scripts/benchmark.py --mode env; importing this module imports JAX,
-so the caller picks the platform first (``backend.choose_platforms``).
+lax.scan of uniformly random valid actions with auto-reset; compile time (trace+lower and XLA
+compile separately) and steady-state env steps per second (median and spread of repeated timed
+runs after a warm-up). Run by scripts/benchmark_env.py and scripts/benchmark.py --mode env;
+importing this module imports JAX, so the caller picks the platform first
+(``backend.choose_platforms``).
 """
 
 import os
@@ -41,7 +42,8 @@ def make_rollout(env: TrainerEnv, params, num_steps):
             n = mask.shape[0]
             action = random_valid_action(k_act, mask)
             next_obs, state, reward, terminated, truncated, info = jax.vmap(
-                env.step, in_axes=(0, 0, 0, None))(jax.random.split(k_step, n), state, action, params)
+                env.step, in_axes=(0, 0, 0, None))(jax.random.split(k_step, n), state, action,
+                                                    params)
             done = terminated | truncated
             stats = {
                 "episodes": stats["episodes"] + jnp.sum(done),
@@ -78,8 +80,9 @@ def peak_device_memory_mb():
 
 def git_commit():
     try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                              cwd=os.path.dirname(os.path.abspath(__file__)), check=True).stdout.strip()
+        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
+                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
+                              check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
         return "unknown"
 
@@ -89,7 +92,8 @@ def bench(num_envs, num_steps, repeats, seed, env_kwargs, env_id=registry.DEFAUL
     env, params = registry.make(env_id, **env_kwargs)
     env = TrainerEnv(env, params)
     key = jax.random.PRNGKey(seed)
-    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(jax.random.split(key, num_envs), params)
+    obs, state = jax.jit(jax.vmap(env.reset, in_axes=(0, None)))(
+        jax.random.split(key, num_envs), params)
     rollout = jax.jit(make_rollout(env, params, num_steps), donate_argnums=(1, 2))
     t0 = time.perf_counter()
     lowered = rollout.lower(key, obs, state)

@@ -67,6 +67,22 @@ def git_commit() -> Optional[str]:
 JUDGEMENTS = {"eval": False, "eval_closed": True}
 
 
+def judgements_for(config: TrainConfig) -> dict:
+    """``JUDGEMENTS`` for an env that can close the R9 loop (HackMatrix); one judgement,
+    ``eval``, for every other env (its game has no such loop)."""
+    if registry.takes_option(config.env, "close_undo_exploit"):
+        return JUDGEMENTS
+    return {"eval": False}
+
+
+def score_of(summary: dict) -> tuple[str, str]:
+    """(summary key, name) of the figure a run is judged by: the mean stage for an env with
+    stages (HackMatrix), else the mean return (CartPole, MinAtar)."""
+    if "stage_mean" in summary:
+        return "stage_mean", "stage"
+    return "return_mean", "return"
+
+
 def evaluation_env(config: TrainConfig, close_undo_exploit: bool = False):
     """The parity environment of ``config.env``: the env's own defaults (Swift's reward and
     rules, the default time limit), whatever the training options are; with
@@ -117,15 +133,16 @@ def make_judge(config: TrainConfig, episodes: int) -> Callable:
     """``judge(params) -> {judgement: {"greedy": ..., "sampled": ...}}`` for every judgement
     of ``JUDGEMENTS``."""
     evaluators = {name: make_network_evaluator(config, episodes, closed)
-                  for name, closed in JUDGEMENTS.items()}
+                  for name, closed in judgements_for(config).items()}
     return lambda params: {name: evaluate(params) for name, evaluate in evaluators.items()}
 
 
 def judge_baselines(config: TrainConfig, episodes: int) -> dict:
     """{policy: {judgement: summary}} for the random and heuristic policies."""
+    judgements = judgements_for(config)
     by_judgement = {name: evaluate_baselines(config, episodes, closed)
-                    for name, closed in JUDGEMENTS.items()}
-    return {policy: {name: by_judgement[name][policy] for name in JUDGEMENTS}
+                    for name, closed in judgements.items()}
+    return {policy: {name: by_judgement[name][policy] for name in judgements}
             for policy in by_judgement["eval"]}
 
 
@@ -146,9 +163,11 @@ def honest(row: dict) -> dict:
 
 
 def learning_curve(records: list[dict], prefix: str = "") -> list[list[float]]:
-    """[env_steps, mean stage of the training episodes that ended in the chunk] per chunk;
-    ``prefix`` selects one seed of a multi-seed run's records (``seed<s>/``)."""
-    key = f"{prefix}episode/stage_mean"
+    """[env_steps, mean stage (an env without stages: mean return) of the training episodes
+    that ended in the chunk] per chunk; ``prefix`` selects one seed of a multi-seed run's
+    records (``seed<s>/``)."""
+    staged = any(record.get(f"{prefix}episode/stage_mean") is not None for record in records)
+    key = f"{prefix}episode/{'stage' if staged else 'return'}_mean"
     return [[record["env_steps"], record[key]] for record in records
             if record.get(key) is not None]
 
@@ -210,9 +229,6 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
                ("programs_per_episode", "prog/ep", ".2f"), ("invalid_actions", "invalid", "d"),
                ("masked_actions", "masked", "d"),
                ("undo_exploit_completions_per_episode", "R9/ep", ".2f"))
-    header = (f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
-              + "".join(f"{'>=' + str(k):>7}" for k in shown))
-    lines = [header]
 
     def cell(value, fmt, width=10):  # rows written before a column existed show "-"
         if fmt == "d" and isinstance(value, float):  # a median of counts
@@ -223,6 +239,14 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
         return ([summary.get(key) for key, _, _ in columns]
                 + [reached(summary, k) for k in shown])
 
+    summaries = ([honest(r)[mode] for r in seed_rows for mode in ("greedy", "sampled")]
+                 + list(baselines.values()))
+    # An env without stages or the HackMatrix economy (CartPole) shows only what it has.
+    columns = tuple(column for column in columns
+                    if any(summary.get(column[0]) is not None for summary in summaries))
+    header = (f"{'policy':<24}" + "".join(f"{title:>10}" for _, title, _ in columns)
+              + "".join(f"{'>=' + str(k):>7}" for k in shown))
+    lines = [header]
     formats = [fmt for _, _, fmt in columns] + [".1%"] * len(shown)
     widths = [10] * len(columns) + [7] * len(shown)
 
@@ -249,21 +273,22 @@ def plot_learning_curves(path: str, label: str, seed_rows: list[dict], baselines
     import matplotlib.pyplot as plt
 
     figure, axes = plt.subplots(figsize=(8, 4.5), dpi=110)
+    key, name = score_of(honest(seed_rows[0])["greedy"])
     for row in seed_rows:
         curve = np.asarray(row["curve"], dtype=float).reshape(-1, 2)
         lines = axes.plot(curve[:, 0], curve[:, 1], linewidth=1.2,
                           label=f"seed {row['seed']} (training episodes, sampled)")
-        axes.plot([row["env_steps"]], [honest(row)["greedy"]["stage_mean"]], marker="o",
+        axes.plot([row["env_steps"]], [honest(row)["greedy"][key]], marker="o",
                   color=lines[0].get_color(), linestyle="none")
     styles = {"heuristic": ("black", "--"), "random": ("grey", ":")}
-    for name, summary in baselines.items():
-        color, style = styles.get(name, ("grey", "-."))
-        axes.axhline(summary["stage_mean"], color=color, linestyle=style,
-                     label=f"{name} ({summary['stage_mean']:.2f})")
+    for policy, summary in baselines.items():
+        color, style = styles.get(policy, ("grey", "-."))
+        axes.axhline(summary[key], color=color, linestyle=style,
+                     label=f"{policy} ({summary[key]:.2f})")
     axes.plot([], [], marker="o", color="black", linestyle="none",
               label="final greedy evaluation, held-out boards")
     axes.set_xlabel("env steps")
-    axes.set_ylabel("mean stage reached")
+    axes.set_ylabel("mean stage reached" if key == "stage_mean" else "mean return")
     axes.set_title(label)
     axes.grid(alpha=0.3)
     axes.legend(fontsize=7, loc="best")
@@ -353,10 +378,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                 row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
                                             checkpoint["env_steps"]) + row["curve"]
             rows_by_seed[row["seed"]] = row
-            shown = honest(row)
-            say(f"   seed {row['seed']}: greedy stage {shown['greedy']['stage_mean']:.2f}, "
-                f"sampled {shown['sampled']['stage_mean']:.2f}, greedy wins "
-                f"{shown['greedy']['win_rate']:.1%} (R9 loop closed) ({wall / 60:.1f} min)")
+            say(f"   seed {row['seed']}: {seed_line(honest(row))} ({wall / 60:.1f} min)")
             if ledger:
                 append_rows(ledger, [row])
         draw()  # after each trained seed: an interrupted benchmark keeps its curve
@@ -365,6 +387,16 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     table = summary_table(seed_rows, baselines)
     return {"seeds": seed_rows, "baselines": baselines, "table": table,
             "stop_signal": stop_signal}
+
+
+def seed_line(shown: dict) -> str:
+    """One seed's result in words: its greedy and sampled score, and HackMatrix's honest
+    wins."""
+    key, name = score_of(shown["greedy"])
+    line = f"greedy {name} {shown['greedy'][key]:.2f}, sampled {shown['sampled'][key]:.2f}"
+    if "win_rate" in shown["greedy"]:
+        line += f", greedy wins {shown['greedy']['win_rate']:.1%} (R9 loop closed)"
+    return line
 
 
 def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: float,

@@ -346,10 +346,12 @@ class RunLogger:
         self.wandb_run = None
         if use_wandb and wandb_mode != "disabled":
             import wandb
-            init = lambda mode: wandb.init(
-                project=wandb_project, entity=wandb_entity, name=run_name, id=wandb_run_id,
-                resume="allow" if wandb_run_id else None, mode=mode, config=config,
-                dir=run_dir)
+
+            def init(mode):
+                return wandb.init(
+                    project=wandb_project, entity=wandb_entity, name=run_name, id=wandb_run_id,
+                    resume="allow" if wandb_run_id else None, mode=mode, config=config,
+                    dir=run_dir)
             try:
                 self.wandb_run = init(wandb_mode)
             except Exception as error:  # not logged in, no network: keep training, log locally

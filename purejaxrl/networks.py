@@ -61,7 +61,8 @@ class MLPTorso(nn.Module):
     @nn.compact
     def __call__(self, x):
         for _ in range(self.depth):
-            x = _ACTIVATIONS[self.activation](_dense(self.width, np.sqrt(2), _DTYPES[self.dtype])(x))
+            layer = _dense(self.width, np.sqrt(2), _DTYPES[self.dtype])
+            x = _ACTIVATIONS[self.activation](layer(x))
         return x
 
 
@@ -147,6 +148,18 @@ class ConvEncoder(nn.Module):
         return features.reshape(image.shape[:-3] + (-1,))
 
 
+def encode_observation(module: nn.Module, obs) -> jax.Array:
+    """The features of ``obs`` under ``module.encoder``. Called inside a network's compact
+    ``__call__``, so the encoder is that network's submodule (``EgocentricEncoder_0`` or
+    ``ConvEncoder_0``: the names checkpoints hold)."""
+    if module.encoder == "egocentric":
+        return EgocentricEncoder(module.cell_features, module.activation,
+                                 module.compute_dtype)(module.env.board_view(obs))
+    if module.encoder == "cnn":
+        return ConvEncoder(module.activation, module.compute_dtype)(obs)
+    return module.env.flat_observation(obs).astype(_DTYPES[module.compute_dtype])
+
+
 class ActorCritic(nn.Module):
     """MLP actor-critic over the ``encoder``'s features. Returns float32 (logits[..., A],
     value[...]) whatever the compute dtype; parameters are always float32. ``env`` (a
@@ -164,15 +177,10 @@ class ActorCritic(nn.Module):
 
     @nn.compact
     def __call__(self, obs):
-        if self.encoder == "egocentric":
-            x = EgocentricEncoder(self.cell_features, self.activation, self.compute_dtype)(
-                self.env.board_view(obs))
-        elif self.encoder == "cnn":
-            x = ConvEncoder(self.activation, self.compute_dtype)(obs)
-        else:
-            x = self.env.flat_observation(obs).astype(_DTYPES[self.compute_dtype])
-        torso = lambda: MLPTorso(self.hidden_width, self.hidden_depth, self.activation,
-                                 self.compute_dtype)
+        x = encode_observation(self, obs)
+        def torso():
+            return MLPTorso(self.hidden_width, self.hidden_depth, self.activation,
+                            self.compute_dtype)
         actor_features = torso()(x)
         critic_features = torso()(x) if self.separate_torsos else actor_features
         logits = _dense(self.num_actions, 0.01, _DTYPES[self.compute_dtype])(actor_features)
@@ -222,13 +230,7 @@ class RecurrentActorCritic(nn.Module):
     @nn.compact
     def __call__(self, hidden, obs, episode_start):
         dtype = _DTYPES[self.compute_dtype]
-        if self.encoder == "egocentric":
-            x = EgocentricEncoder(self.cell_features, self.activation, self.compute_dtype)(
-                self.env.board_view(obs))
-        elif self.encoder == "cnn":
-            x = ConvEncoder(self.activation, self.compute_dtype)(obs)
-        else:
-            x = self.env.flat_observation(obs).astype(dtype)
+        x = encode_observation(self, obs)
         x = MLPTorso(self.hidden_width, self.hidden_depth, self.activation,
                      self.compute_dtype)(x)
         hidden, core = ScannedGRU(self.core_width)(hidden, (x, episode_start))

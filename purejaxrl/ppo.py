@@ -293,8 +293,9 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
 
     def init_seed(seed, first_env, count):
         net_key, reset_key, env_key, update_key = jax.random.split(jax.random.PRNGKey(seed), 4)
-        rows = lambda key: lax.dynamic_slice_in_dim(
-            jax.random.split(key, config.num_envs), first_env, count)
+        def rows(key):  # this device's envs of the global env axis
+            return lax.dynamic_slice_in_dim(jax.random.split(key, config.num_envs), first_env,
+                                            count)
         obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(rows(reset_key), env_params)
         params = init_network(network, net_key, jax.tree.map(lambda x: x[0], obs))
         archive = None
@@ -327,7 +328,9 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
     if mesh is None:
         return jax.jit(lambda: init(0, config.num_envs))()
     per_device = config.num_envs // mesh.size
-    local_init = lambda: init(lax.axis_index(DEVICE_AXIS) * per_device, per_device)
+
+    def local_init():
+        return init(lax.axis_index(DEVICE_AXIS) * per_device, per_device)
     return jax.jit(jax.shard_map(local_init, mesh=mesh, in_specs=(),
                                  out_specs=config_runner_state_specs(config),
                                  check_vma=False))()
@@ -452,7 +455,8 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
             "curriculum_episodes": from_archive.astype(jnp.float32),
             "env_metrics": jnp.where(at_end, metric_values * done_f[:, None], metric_values),
         }
-        keep = lambda x: jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), 0, x)
+        def keep(x):  # an accumulator restarts where the episode ended
+            return jnp.where(done.reshape(done.shape + (1,) * (x.ndim - 1)), 0, x)
         episode = EpisodeAccumulators(returns=keep(ep_return), lengths=keep(ep_length),
                                       breakdown=keep(ep_breakdown),
                                       discounted_returns=keep(discounted))

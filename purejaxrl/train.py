@@ -308,7 +308,8 @@ class _Run:
         self.evaluator = None
         if options.eval_interval:
             self.evaluator = make_training_evaluator(self.env, self.env_params, self.network,
-                                                     options.eval_envs, options.eval_max_steps)
+                                                     options.eval_envs,
+                                                     int(self.env_params.max_steps_in_episode))
         self.records, self.last_checkpoint = [], None  # last_checkpoint: of this session
         # Seed s of a multi-seed run is a single-seed run named <run name>/seed-<s>: its
         # checkpoints can be evaluated, watched or continued alone like any run's.
@@ -490,7 +491,7 @@ class _Run:
         """Run chunks until the session's last update or a stop; after each: save (first, so
         that no failure of the console, the metrics file or wandb can cost a checkpoint), then
         log and evaluate. Returns whether a stop signal ended the loop."""
-        config, options = self.config, self.options
+        options = self.options
         last_save = time.monotonic()
         while self.update < self.session_end and not stopping:
             num_active = next_chunk_size(

@@ -167,7 +167,8 @@ def print_row(row: dict) -> None:
     if row.get("invalid_actions") or row.get("masked_actions_sampled") or row.get("nan_reward") \
             or row.get("overflow_episodes") or row.get("max_overflow"):
         print(f"  WARNING: invalid={row.get('invalid_actions')} "
-              f"masked={row.get('masked_actions_sampled')} overflow={row.get('overflow_episodes', row.get('max_overflow'))} "
+              f"masked={row.get('masked_actions_sampled')} "
+              f"overflow={row.get('overflow_episodes', row.get('max_overflow'))} "
               f"nan={row.get('nan_reward')}", file=sys.stderr)
 
 

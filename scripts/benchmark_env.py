@@ -1,7 +1,7 @@
 """Env-only throughput of HackMatrix: jit + vmap + lax.scan of uniformly random valid actions
 with auto-reset. Prints compile time (trace+lower and XLA compile separately) and steady-state
 env steps per second (median and spread of repeated timed runs after a warm-up), and appends
-one JSON line per configuration to --output (the measurement is purejaxrl/env_throughput.py).
+one JSON line per configuration to --ledger (the measurement is purejaxrl/env_throughput.py).
 
     python scripts/benchmark_env.py --num-envs 1 256 2048 8192 --num-steps 128
 """
@@ -26,7 +26,7 @@ def main(argv=None):
     parser.add_argument("--num-steps", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--output", default="benchmarks/env_results.jsonl",
+    parser.add_argument("--ledger", default="benchmarks/env_results.jsonl",
                         help="JSON lines file to append to ('' to skip)")
     parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
     parser.add_argument("--undo-pays-once", action="store_true",
@@ -49,12 +49,12 @@ def main(argv=None):
             print(f"  WARNING: invalid={row['invalid_actions']} "
                   f"overflow={row['overflow_episodes']} "
                   f"nan={row['nan_reward']}", file=sys.stderr)
-    if args.output:
-        os.makedirs(os.path.dirname(os.path.abspath(args.output)), exist_ok=True)
-        with open(args.output, "a") as f:
+    if args.ledger:
+        os.makedirs(os.path.dirname(os.path.abspath(args.ledger)), exist_ok=True)
+        with open(args.ledger, "a") as f:
             for row in rows:
                 f.write(json.dumps(row) + "\n")
-        print(f"appended {len(rows)} rows to {args.output}")
+        print(f"appended {len(rows)} rows to {args.ledger}")
     return 0
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """HackMatrix headless JSON protocol server (the Swift CLI's protocol, backed by JAX).
 
-    python scripts/headless_cli.py [--seed N] [--compilation-cache DIR] [--headless-cli] [--debug]
+    python scripts/headless_cli.py [--seed N] [--compile-cache-dir DIR] [--headless-cli] [--debug]
 
 Same as ``python -m envs.hackmatrix.swift_io.protocol``; see envs/hackmatrix/swift_io/protocol.py.
 """

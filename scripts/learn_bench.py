@@ -12,6 +12,13 @@ append the rows to benchmarks/learning/ledger.jsonl and draw the learning curve 
 Flags after ``--`` are training flags of scripts/train_purejaxrl.py (same defaults); the tier
 sets --total-timesteps (unless given there) and --num-envs 2048 (unless given). Every seed is
 reported, never the best alone; the table ends with the median over seeds and the baselines.
+
+Any env of the registry: ``-- --env CartPole-v1`` trains with that env's defaults (PureJaxRL's
+configs, their budget included unless --total-timesteps) and judges by the mean return instead
+of the stage (an env without stages), with the random policy as its baseline:
+
+    python scripts/learn_bench.py --label cartpole --seeds 0 1 2 \
+        --ledger benchmarks/learning/reference.jsonl -- --env CartPole-v1
 """
 
 from __future__ import annotations
@@ -29,7 +36,8 @@ from purejaxrl.cli import train as train_purejaxrl
 
 import jax
 from purejaxrl.checkpoint import CheckpointError
-from purejaxrl.config import ConfigError, validate_config
+from purejaxrl import ppo
+from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER, TIERS,
                                           run)
 from purejaxrl.train import train
@@ -84,14 +92,16 @@ def main(argv=None) -> int:
         if train_args.resume:
             raise ConfigError("the training flag --resume is not a benchmark flag: "
                               "learn_bench.py --resume continues a benchmark")
-        if train_args.total_timesteps is None:
-            train_args.total_timesteps = tier.total_timesteps
-        if train_args.num_envs is None:
-            train_args.num_envs = DEFAULT_NUM_ENVS
+        env_defaults = ppo.defaults_for_env(train_args.env or TrainConfig().env)
+        if train_args.total_timesteps is None and "total_timesteps" not in env_defaults:
+            train_args.total_timesteps = tier.total_timesteps  # a gymnax env: PureJaxRL's
+        if train_args.num_envs is None and "num_envs" not in env_defaults:
+            train_args.num_envs = DEFAULT_NUM_ENVS  # HackMatrix's; a gymnax env's is its own
         train_args.no_wandb = True
         train_args.checkpoint_dir = args.checkpoint_dir
         options = train_purejaxrl.run_options_from_args(train_args)
-        config = train_purejaxrl.config_from_args(train_args, None, jax.device_count())
+        config = train_purejaxrl.config_from_args(train_args, None, jax.device_count(),
+                                                  env_defaults=env_defaults)
         validate_config(config)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)

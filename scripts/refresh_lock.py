@@ -3,7 +3,8 @@
 requirements.txt resolves to today, plus the packages that the GPU line of the README
 (``pip install -c requirements.lock "jax[cuda12]"``) adds, resolved against those versions.
 
-    python scripts/refresh_lock.py --extra mctx --extra ruff
+    python scripts/refresh_lock.py
+    python scripts/refresh_lock.py --extra NAME        # also pin NAME, about to be required
 
 Runs in a new virtual environment in a temporary directory (the current one is not touched),
 with network access to the package index; takes a few minutes. ``--extra NAME`` also installs

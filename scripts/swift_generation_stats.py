@@ -3,7 +3,7 @@
 own randomness must follow Swift's distributions (decisions R2).
 
     python scripts/swift_generation_stats.py --binary $HACKMATRIX_BINARY --boards 10000 \
-        --report stats.json
+        --json stats.json
 
 For every stage, ``--boards`` new boards from each engine, generated the same way:
 * stage 1: ``reset`` (random corner, starting bonus, stage-1 board);
@@ -362,7 +362,7 @@ def main(argv=None) -> int:
                         "spawns from fixed scenarios)")
     parser.add_argument("--permutations", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--report", default=None, help="write the JSON report here")
+    parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON report here")
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
     valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS]
@@ -398,8 +398,8 @@ def main(argv=None) -> int:
           f"{report['p_values']['below_level']} below {LEVEL} before confirmation, "
           f"{len(failures)} confirmed; KS of the p-values against uniform: "
           f"p = {uniformity.pvalue:.3f}")
-    if args.report:
-        with open(args.report, "w") as f:
+    if args.json:
+        with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
     return 1 if failures else 0
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """Lockstep differential soak against the real Swift game (issue 14).
 
-    python scripts/swift_soak.py --binary $HACKMATRIX_BINARY --steps 100000 --report soak.json
+    python scripts/swift_soak.py --binary $HACKMATRIX_BINARY --steps 100000 --json soak.json
 
 Swift plays; a JAX mirror of its whole state follows every step and must reproduce every reply
 (observation, numeric observation, valid actions, reward and breakdown, done, info, internal
@@ -241,11 +241,12 @@ def main(argv=None) -> int:
     parser.add_argument("--starts", nargs="+", choices=STARTS, default=list(DEFAULT_STARTS),
                         help="how trajectories start, in turn: Swift's reset, a setState "
                              f"scenario, or a crowd scenario ({CROWD[0]}-{CROWD[1] - 1} enemies)")
-    parser.add_argument("--max-steps", type=int, default=300, help="maximum steps per trajectory")
+    parser.add_argument("--max-episode-steps", type=int, default=300,
+                        help="maximum steps per trajectory")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--max-divergences", type=int, default=20,
                         help="stop after this many divergences")
-    parser.add_argument("--report", default=None, help="write the JSON report here")
+    parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON report here")
     parser.add_argument("--log-every", type=int, default=5000)
     parser.add_argument("--dump-dir", default=None,
                         help="write each divergence's mirror state and Swift reply here (pickle)")
@@ -256,7 +257,7 @@ def main(argv=None) -> int:
         os.makedirs(args.dump_dir, exist_ok=True)
     with ProtocolEngine([args.binary, "--headless-cli"]) as swift:
         report = soak(OracleLockstep(swift, seed=args.seed), steps=args.steps,
-                      max_steps=args.max_steps, seed=args.seed,
+                      max_steps=args.max_episode_steps, seed=args.seed,
                       max_divergences=args.max_divergences, log_every=args.log_every,
                       dump_dir=args.dump_dir, starts=tuple(args.starts))
     report["binary"] = binary_label(args.binary)
@@ -270,8 +271,8 @@ def main(argv=None) -> int:
             low.append(row["feature"])
     print(f"{len(report['divergences'])} divergences in {report['steps']} steps over "
           f"{report['trajectories']} trajectories; {len(low)} paired draw laws below p = {LEVEL}")
-    if args.report:
-        with open(args.report, "w") as f:
+    if args.json:
+        with open(args.json, "w") as f:
             json.dump(report, f, indent=1)
     return 1 if report["divergences"] or low else 0
 

@@ -65,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("checkpoint", nargs="?",
                         help="checkpoint file, or run directory (its latest checkpoint)")
+    parser.add_argument("--checkpoint", dest="checkpoint_flag", metavar="PATH",
+                        help="the same as the positional CHECKPOINT")
     parser.add_argument("--episodes", type=int, default=1)
     parser.add_argument("--seed", type=int, default=0)
     mode = parser.add_mutually_exclusive_group()
@@ -72,8 +74,9 @@ def build_parser() -> argparse.ArgumentParser:
                       help="argmax over the legal actions (default)")
     mode.add_argument("--sample", dest="greedy", action="store_false",
                       help="sample from the policy")
-    parser.add_argument("--max-steps", type=int, default=500,
-                        help="stop an episode after this many steps (default 500)")
+    parser.add_argument("--max-episode-steps", type=int, default=None,
+                        help="the env's time limit: an episode is truncated after this many "
+                             "steps (default: the checkpoint's, as in training)")
     parser.add_argument("--fps", type=float, default=4.0,
                         help="live replay speed in a terminal; also the GIF/MP4/HTML speed")
     parser.add_argument("--step", action="store_true", help="wait for Enter after every step")
@@ -97,10 +100,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 def check_arguments(args) -> None:
     """Cheap checks before anything compiles."""
+    if args.checkpoint_flag is not None:
+        if args.checkpoint is not None and args.checkpoint != args.checkpoint_flag:
+            raise WatchError("a checkpoint given twice (positional and --checkpoint), "
+                             "differently", 2)
+        args.checkpoint = args.checkpoint_flag
     if args.checkpoint is None and args.replay is None:
         raise WatchError("a checkpoint (file or run directory) is required unless --replay", 2)
-    for name in ("episodes", "max_steps", "top_k"):
-        if getattr(args, name) < 1:
+    if args.replay and args.max_episode_steps is not None:
+        raise WatchError("--max-episode-steps: a replay re-simulates with its record's env "
+                         "options", 2)
+    for name in ("episodes", "max_episode_steps", "top_k"):
+        if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = "--" + name.replace("_", "-")
             raise WatchError(f"{flag} must be >= 1, got {getattr(args, name)}", 2)
     if args.fps <= 0:
@@ -280,6 +291,8 @@ def run(args) -> int:
         config = config_for_options(options)
         episodes = [(entry["episode"], entry["actions"]) for entry in record_in["episodes"]]
     else:
+        if args.max_episode_steps is not None:
+            config = config.replace(max_episode_steps=args.max_episode_steps)
         options, seed = env_options_of(config), args.seed
         episodes = [(episode, None) for episode in range(args.episodes)]
     env, env_params = ppo.make_env(config)
@@ -295,7 +308,8 @@ def run(args) -> int:
 
     results = []
     for episode, forced in episodes:
-        result = run_episode(simulator, seed=seed, episode=episode, max_steps=args.max_steps,
+        result = run_episode(simulator, seed=seed, episode=episode,
+                             max_steps=int(env_params.max_steps_in_episode),
                              forced_actions=forced, reveal=args.reveal, top_k=args.top_k,
                              on_frame=live)
         results.append(result)
@@ -339,6 +353,8 @@ def run_other_env(args, policy, started: float) -> int:
         raise WatchError(f"{', '.join(asked)}: HackMatrix only; {policy.config.env} agents "
                          "show as text (and --gif for image observations)", 2)
     env, env_params = policy.built[:2]
+    if args.max_episode_steps is not None:
+        env_params = env_params.replace(max_steps_in_episode=args.max_episode_steps)
     if args.gif and not env.image_observation:
         raise WatchError(f"--gif needs image observations; {policy.config.env}'s are not "
                          "(its agents show as text)", 2)
@@ -354,7 +370,7 @@ def run_other_env(args, policy, started: float) -> int:
         obs, state = reset(reset_key, env_params)
         total, outcome = 0.0, "unfinished"
         memory = initial_memory(policy.network)
-        for t in range(args.max_steps):
+        for t in range(int(env_params.max_steps_in_episode)):
             act_key, step_key = jax.random.split(jax.random.fold_in(key, t))
             decision = jax.device_get(decide(policy.params, act_key, obs, args.greedy,
                                              *(() if memory is None else (memory,))))

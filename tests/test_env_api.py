@@ -61,7 +61,8 @@ def test_invalid_action_terminates_and_auto_resets_with_final_observation():
     """R4/R5: an invalid action terminates; step returns the reset observation and the
     ended episode's last observation in info['final_observation']."""
     state = scenario(player={"row": 0, "col": 0, "credits": 7})
-    obs, new_state, reward, terminated, truncated, info = STEP(jax.random.PRNGKey(0), state, 1, PARAMS)
+    obs, new_state, reward, terminated, truncated, info = STEP(jax.random.PRNGKey(0), state, 1,
+                                                               PARAMS)
     assert bool(terminated) and not bool(truncated) and float(reward) == 0.0
     assert bool(info["invalid_action"])
     final = info["final_observation"]
@@ -95,7 +96,8 @@ def test_states_from_reset_step_and_set_state_share_one_signature():
     """A state's abstract type (shapes, dtypes, no weak types) is the same whichever way it was
     made, so a jitted step compiles once for all of them."""
     def signature(tree):
-        return [(x.shape, x.dtype, x.weak_type) for x in jax.tree.leaves(jax.eval_shape(lambda t: t, tree))]
+        return [(x.shape, x.dtype, x.weak_type)
+                for x in jax.tree.leaves(jax.eval_shape(lambda t: t, tree))]
 
     _, reset_state = jax.eval_shape(ENV.reset, jax.random.PRNGKey(0), PARAMS)
     stepped = jax.eval_shape(ENV.step, jax.random.PRNGKey(0), reset_state, 0, PARAMS)[1]

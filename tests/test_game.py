@@ -5,7 +5,7 @@ schema) and checks the outcome the spec gives; expected values are derived by ha
 import numpy as np
 import pytest
 
-from envs.hackmatrix.core.constants import CRYPTOG, DAEMON, GLITCH, VIRUS, BLOCK, EMPTY, EXIT
+from envs.hackmatrix.core.constants import DAEMON, BLOCK, EMPTY, EXIT
 from tests.game_harness import (active_enemies, active_transmissions, breakdown, nonzero_components,
                                 scenario, step)
 
@@ -89,7 +89,8 @@ def test_transmission_is_hit_before_an_enemy_on_the_same_cell():
     """§5.1 step 2 / §14 item 2: the shot destroys the transmission, the enemy is untouched
     and then walks toward the player (pass A, first move left)."""
     start = scenario(enemies=[{"type": "daemon", "row": 0, "col": 3, "hp": 3}],
-                     transmissions=[{"row": 0, "col": 3, "turnsRemaining": 3, "enemyType": "virus"}])
+                     transmissions=[{"row": 0, "col": 3, "turnsRemaining": 3,
+                                     "enemyType": "virus"}])
     _, s, reward, _, _ = step(start, RIGHT)
     assert active_transmissions(s) == []
     (enemy,) = active_enemies(s)
@@ -175,7 +176,8 @@ def test_daemon_moves_adjacent_but_cannot_attack_in_the_same_turn():
 def test_spawned_enemy_is_inert_for_its_spawn_turn():
     """§7.3 / §14 item 4: a transmission next to the player hatches disabled, attacks next turn."""
     start = scenario(player={"row": 0, "col": 0, "dataSiphons": 2},
-                     transmissions=[{"row": 1, "col": 0, "turnsRemaining": 1, "enemyType": "daemon"}])
+                     transmissions=[{"row": 1, "col": 0, "turnsRemaining": 1,
+                                     "enemyType": "daemon"}])
     _, s, _, _, _ = step(start, SIPHON)
     (enemy,) = active_enemies(s)
     assert (enemy["kind"], enemy["row"], enemy["col"], enemy["disabled"]) == (DAEMON, 1, 0, 0)
@@ -189,7 +191,8 @@ def test_pass_c_retreat_when_the_shortest_path_starts_occupied():
     occupied, so the greedy pass takes the only free neighbour, away from the player."""
     walls = [{"row": 1, "col": c, "type": "data", "points": 1} for c in range(5)]
     start = scenario(player={"row": 0, "col": 0, "dataSiphons": 1}, blocks=walls,
-                     transmissions=[{"row": 0, "col": 1, "turnsRemaining": 3, "enemyType": "virus"}],
+                     transmissions=[{"row": 0, "col": 1, "turnsRemaining": 3,
+                                     "enemyType": "virus"}],
                      enemies=[{"type": "daemon", "row": 0, "col": 2, "hp": 3}])
     _, s, _, _, _ = step(start, SIPHON)
     (enemy,) = active_enemies(s)
@@ -251,7 +254,8 @@ def test_step_flag_skips_the_whole_enemy_turn():
     start = scenario(player={"row": 2, "col": 2, "dataSiphons": 1},
                      blocks=[{"row": 3, "col": 2, "type": "data", "points": 3}],
                      enemies=[{"type": "daemon", "row": 2, "col": 1, "hp": 3}],
-                     transmissions=[{"row": 5, "col": 0, "turnsRemaining": 1, "enemyType": "virus"}])
+                     transmissions=[{"row": 5, "col": 0, "turnsRemaining": 1,
+                                     "enemyType": "virus"}])
     start = start.replace(step_active=np.bool_(True))
     _, s, _, _, _ = step(start, SIPHON)
     assert not bool(s.step_active)

@@ -32,13 +32,15 @@ SPAWN_COST = np.array(list(SPAWN_COST_BY_NAME.values()))
 
 _new_games = jax.jit(jax.vmap(new_game))
 _initialize = jax.jit(jax.vmap(initialize_stage, in_axes=(None, 0, None)))
-_validate = jax.jit(jax.vmap(lambda cells, exit_cell: is_valid_layout(bb.from_bool(cells), exit_cell)))
+_validate = jax.jit(jax.vmap(
+    lambda cells, exit_cell: is_valid_layout(bb.from_bool(cells), exit_cell)))
 _line_of_fire = jax.jit(jax.vmap(line_of_fire_mask))
 
 
 def assert_frequency(successes, n, p, what):
     tolerance = 5 * math.sqrt(p * (1 - p) / n)
-    assert abs(successes / n - p) <= tolerance, f"{what}: {successes / n:.4f} vs {p:.4f} ± {tolerance:.4f}"
+    assert abs(successes / n - p) <= tolerance, (
+        f"{what}: {successes / n:.4f} vs {p:.4f} ± {tolerance:.4f}")
 
 
 def keys(seed, n=N_GAMES):
@@ -175,7 +177,8 @@ def test_new_game_fresh_fields(games):
     assert np.all(g.player.hp == 3) and np.all(g.player.attack == 1) and np.all(g.player.score == 0)
     assert np.all(g.program_rank == -1) and np.all(g.pending_siphon == 0)
     assert not np.any(g.enemies.active) and np.all(g.overflow == 0)
-    assert not (np.any(g.show) or np.any(g.calm) or np.any(g.step_active) or np.any(g.board_from_undo))
+    assert not (np.any(g.show) or np.any(g.calm) or np.any(g.step_active)
+                or np.any(g.board_from_undo))
     assert np.all(g.atk_uses == 0) and np.all(g.history.size == 0)
 
 
@@ -239,7 +242,8 @@ def test_blocks_never_on_corners_and_every_layout_is_valid(games):
     exit_cells = (g.exit_row * 6 + g.exit_col).astype(np.int32)
     assert np.all(np.asarray(_validate(is_block, exit_cells)))
     for lane in range(N_GAMES):
-        assert reference_is_valid(set(np.flatnonzero(is_block[lane]).tolist()), exit_cells[lane]), lane
+        assert reference_is_valid(set(np.flatnonzero(is_block[lane]).tolist()),
+                                  exit_cells[lane]), lane
 
 
 def test_layout_distribution_matches_swift_rejection_loop(games):
@@ -255,7 +259,8 @@ def test_layout_distribution_matches_swift_rejection_loop(games):
     for c in range(36):
         p1, p2 = ours[c] / N_GAMES, reference[c] / n_reference
         pooled = (ours[c] + reference[c]) / (N_GAMES + n_reference)
-        tolerance = 5 * math.sqrt(max(pooled * (1 - pooled), 1e-12) * (1 / N_GAMES + 1 / n_reference))
+        tolerance = 5 * math.sqrt(max(pooled * (1 - pooled), 1e-12)
+                                  * (1 / N_GAMES + 1 / n_reference))
         assert abs(p1 - p2) <= tolerance, (c, p1, p2, tolerance)
 
 
@@ -267,7 +272,8 @@ def test_block_kind_shares(games):
     data = is_block & (g.program < 0)
     program = is_block & (g.program >= 0)
     n = int(is_block.sum())
-    for name, mask, p in (("data", data & ~g.question, 0.45), ("program", program & ~g.question, 0.45),
+    for name, mask, p in (("data", data & ~g.question, 0.45),
+                          ("program", program & ~g.question, 0.45),
                           ("question data", data & g.question, 0.05),
                           ("question program", program & g.question, 0.05)):
         assert_frequency(np.sum(mask), n, p, name)
@@ -358,7 +364,8 @@ def with_entities(base, enemy_cells, transmission_cells):
     e_active, e_rows, e_cols = slots(enemy_cells, e_cap)
     t_active, t_rows, t_cols = slots(transmission_cells, t_cap)
     n_e = len(enemy_cells)
-    enemies = base.enemies.replace(active=e_active, row=e_rows, col=e_cols, hp=np.full(e_cap, 2, np.int32),
+    enemies = base.enemies.replace(active=e_active, row=e_rows, col=e_cols,
+                                   hp=np.full(e_cap, 2, np.int32),
                                    seq=np.arange(e_cap, dtype=np.int32))
     transmissions = base.transmissions.replace(
         active=t_active, row=t_rows, col=t_cols, turns=np.full(t_cap, 2, np.int32),
@@ -375,8 +382,9 @@ def mid_game(games):
     exit_cell = int(base.exit_row * 6 + base.exit_col)
     base = base.replace(
         player=base.player.replace(row=np.int32(exit_cell // 6), col=np.int32(exit_cell % 6)),
-        stage=np.int32(3), sched_interval=np.int32(10), turn=np.int32(9), next_sched_turn=np.int32(30),
-        show=np.bool_(True), calm=np.bool_(True), step_active=np.bool_(True), atk_uses=np.int32(2),
+        stage=np.int32(3), sched_interval=np.int32(10), turn=np.int32(9),
+        next_sched_turn=np.int32(30), show=np.bool_(True), calm=np.bool_(True),
+        step_active=np.bool_(True), atk_uses=np.int32(2),
         board_from_undo=np.bool_(True), pending_siphon=np.int32(4),
         grid=base.grid.replace(siphoned=np.ones(36, bool), siphon_center=np.ones(36, bool)))
     free_corner = [c for c in CORNERS if c != exit_cell][0]
@@ -393,8 +401,10 @@ def test_initialize_stage_resets_per_stage_fields(mid_game, mid_game_next):
     """§3.3 step 1: turn 0, next scheduled turn = interval, SHOW/CALM/STEP off, ATK+ uses 0;
     stage, interval, pending siphon spawns and the player are kept; step 2: fresh grid."""
     s = mid_game_next
-    assert np.all(s.turn == 0) and np.all(s.next_sched_turn == 10) and np.all(s.sched_interval == 10)
-    assert not (np.any(s.show) or np.any(s.calm) or np.any(s.step_active) or np.any(s.board_from_undo))
+    assert (np.all(s.turn == 0) and np.all(s.next_sched_turn == 10)
+            and np.all(s.sched_interval == 10))
+    assert not (np.any(s.show) or np.any(s.calm) or np.any(s.step_active)
+                or np.any(s.board_from_undo))
     assert np.all(s.atk_uses == 0) and np.all(s.stage == 3) and np.all(s.pending_siphon == 4)
     assert not np.any(s.grid.siphoned) and not np.any(s.grid.siphon_center)
     for before, after in zip(jax.tree.leaves(mid_game.player), jax.tree.leaves(s.player)):
@@ -408,7 +418,8 @@ def test_initialize_stage_keeps_entities_and_avoids_them_with_blocks(mid_game, m
     for before, after in zip(jax.tree.leaves(mid_game.enemies), jax.tree.leaves(s.enemies)):
         assert np.all(after == before)
     for name in ("row", "col", "turns", "seq"):
-        assert np.all(getattr(s.transmissions, name)[:, :2] == getattr(mid_game.transmissions, name)[:2])
+        assert np.all(getattr(s.transmissions, name)[:, :2]
+                      == getattr(mid_game.transmissions, name)[:2])
     occupied = [cell(2, 2), cell(3, 1), cell(1, 4), cell(4, 3), cell(2, 4)]
     assert not np.any(s.grid.content[:, occupied] == BLOCK)
     assert not np.any(s.grid.content[:, list(CORNERS)] == BLOCK)
@@ -437,7 +448,8 @@ def test_initialize_stage_exit_and_transmissions(mid_game, mid_game_next):
     for lane in range(N_GAMES):
         cells = new_cells[lane].tolist()
         assert len(set(cells)) == 3 and not set(cells) & occupied, lane
-        assert not np.any(s.grid.content[lane, cells] == BLOCK) and not np.any(lof[lane, cells]), lane
+        assert (not np.any(s.grid.content[lane, cells] == BLOCK)
+                and not np.any(lof[lane, cells])), lane
 
 
 def test_initialize_stage_disabled_lanes_unchanged(mid_game):

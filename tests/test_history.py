@@ -1,4 +1,5 @@
-"""UNDO history (programs-rewards-observation §5, game-rules §2.1/§11, decisions R3/R9, errata E5)."""
+"""UNDO history (programs-rewards-observation §5, game-rules §2.1/§11, decisions R3/R9,
+errata E5)."""
 
 import jax
 import jax.numpy as jnp
@@ -39,7 +40,8 @@ def saved_state():
         content=s.grid.content.at[7].set(BLOCK).at[0].set(EXIT).at[30].set(DATA_SIPHON),
         points=s.grid.points.at[7].set(4), spawn=s.grid.spawn.at[7].set(4),
         credits=s.grid.credits.at[8].set(2), energy=s.grid.energy.at[30].set(1),
-        siphoned=s.grid.siphoned.at[13].set(True), siphon_center=s.grid.siphon_center.at[13].set(True))
+        siphoned=s.grid.siphoned.at[13].set(True),
+        siphon_center=s.grid.siphon_center.at[13].set(True))
     enemies = s.enemies.replace(
         active=arr([True, True, False, False], bool), seq=arr([5, 3, 0, 0]),
         kind=arr([VIRUS, CRYPTOG, 0, 0]), row=arr([1, 4, 0, 0]), col=arr([2, 5, 0, 0]),
@@ -54,18 +56,22 @@ def saved_state():
     player = s.player.replace(row=i32(1), col=i32(1), hp=i32(2), credits=i32(6), energy=i32(5),
                               data_siphons=i32(1), score=i32(9), attack=i32(3))
     return s.replace(grid=grid, player=player, enemies=enemies, transmissions=transmissions,
-                     stage=i32(2), turn=i32(4), program_rank=s.program_rank.at[3].set(0).at[9].set(1),
+                     stage=i32(2), turn=i32(4),
+                     program_rank=s.program_rank.at[3].set(0).at[9].set(1),
                      show=ON, calm=OFF, atk_uses=i32(1), next_seq=i32(6))
 
 
 def changed_state(s):
     """Every field different from ``saved_state``, §5.4 fields included."""
     return s.replace(
-        grid=s.grid.replace(content=s.grid.content.at[7].set(0), points=s.grid.points.at[7].set(0),
-                            credits=s.grid.credits.at[8].set(0), siphoned=s.grid.siphoned.at[20].set(True)),
+        grid=s.grid.replace(content=s.grid.content.at[7].set(0),
+                            points=s.grid.points.at[7].set(0),
+                            credits=s.grid.credits.at[8].set(0),
+                            siphoned=s.grid.siphoned.at[20].set(True)),
         player=s.player.replace(row=i32(5), col=i32(0), hp=i32(3), credits=i32(1), energy=i32(0),
                                 data_siphons=i32(2), score=i32(12), attack=i32(4)),
-        enemies=s.enemies.replace(active=arr([False, True, True, False], bool), hp=arr([1, 1, 2, 0]),
+        enemies=s.enemies.replace(active=arr([False, True, True, False], bool),
+                                  hp=arr([1, 1, 2, 0]),
                                   stunned=arr([False, True, False, False], bool)),
         transmissions=s.transmissions.replace(active=arr([False, False, False, False], bool)),
         stage=i32(2), turn=i32(0), program_rank=s.program_rank.at[5].set(2), show=OFF, calm=ON,

@@ -1,7 +1,6 @@
 """Programs and UNDO end to end through the environment step (programs-rewards-observation
 §3-§5, §8.11; errata O1, O3; decisions R9). Expected values are derived by hand."""
 
-import numpy as np
 import pytest
 
 from envs.hackmatrix.core.constants import EXIT
@@ -35,9 +34,11 @@ def test_siph_plus_and_exch_rewards():
 
 def test_only_wait_ends_the_turn():
     """§3 step 7: WAIT runs the enemy turn, other programs do not."""
-    _, s, _, _, _ = step(scenario(player={"row": 0, "col": 0, "energy": 1}, ownedPrograms=[WAIT]), WAIT)
+    _, s, _, _, _ = step(scenario(player={"row": 0, "col": 0, "energy": 1},
+                                  ownedPrograms=[WAIT]), WAIT)
     assert int(s.turn) == 1
-    _, s, _, _, _ = step(scenario(player={"row": 0, "col": 0, "credits": 2}, ownedPrograms=[SHOW]), SHOW)
+    _, s, _, _, _ = step(scenario(player={"row": 0, "col": 0, "credits": 2},
+                                  ownedPrograms=[SHOW]), SHOW)
     assert int(s.turn) == 0 and bool(s.show)
 
 

@@ -1,4 +1,5 @@
-"""Program applicability, costs and effects (programs-rewards-observation §1-§4, errata O2/O5/O7/O8).
+"""Program applicability, costs and effects (programs-rewards-observation §1-§4, errata
+O2/O5/O7/O8).
 
 States are built by hand from ``blank_state``; expected states are written from the spec rules,
 as ``start.replace(...)`` with every changed field spelled out, and compared leaf by leaf.
@@ -10,9 +11,9 @@ import numpy as np
 import pytest
 
 from envs.hackmatrix.core.constants import (
-                                            ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BOM, DAEMON, DATA_SIPHON, DEBUG, DELAY,
-                                            EMPTY, EXCH, EXIT, GLITCH, HACK, N_PROGRAMS, POLY, PULL, PUSH, REDUC, RESET, ROW, SCORE, SHOW,
-                                            SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
+    ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BOM, DAEMON, DATA_SIPHON, DEBUG, DELAY,
+    EMPTY, EXCH, EXIT, GLITCH, HACK, N_PROGRAMS, POLY, PULL, PUSH, REDUC, RESET, ROW, SCORE, SHOW,
+    SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
 from envs.hackmatrix.core.history import push_snapshot
 from envs.hackmatrix.core.programs import apply_program, can_execute
 from envs.hackmatrix.core.state import blank_state
@@ -137,7 +138,8 @@ def _hp(state, hp):
 
 APPLICABILITY = {
     # program: (a state where it is applicable, a state where it is not)
-    PUSH: (with_entities(base(), [enemy(CRYPTOG, 5, 5)]), with_entities(base(), [], [transmission(3, 3)])),
+    PUSH: (with_entities(base(), [enemy(CRYPTOG, 5, 5)]),
+           with_entities(base(), [], [transmission(3, 3)])),
     PULL: (with_entities(base(), [enemy(VIRUS, 0, 0, hp=0)]), base()),
     CRASH: (with_cells(base(), r1c1={"content": BLOCK}),  # diagonal block
             with_entities(with_cells(base(), r0c2={"content": BLOCK}), [enemy(VIRUS, 4, 4)])),
@@ -156,8 +158,10 @@ APPLICABILITY = {
     CALM: (base(), base().replace(calm=jnp.bool_(True))),
     D_BOM: (with_entities(base(), [enemy(VIRUS, 1, 1), enemy(DAEMON, 5, 5)]),
             with_entities(base(), [enemy(VIRUS, 1, 1)])),
-    DELAY: (with_entities(base(), [], [transmission(4, 4)]), with_entities(base(), [enemy(VIRUS, 4, 4)])),
-    ANTI_V: (with_entities(base(), [enemy(VIRUS, 4, 4)]), with_entities(base(), [enemy(GLITCH, 4, 4)])),
+    DELAY: (with_entities(base(), [], [transmission(4, 4)]),
+            with_entities(base(), [enemy(VIRUS, 4, 4)])),
+    ANTI_V: (with_entities(base(), [enemy(VIRUS, 4, 4)]),
+             with_entities(base(), [enemy(GLITCH, 4, 4)])),
     SCORE: (base().replace(stage=jnp.int32(7)), base().replace(stage=jnp.int32(8))),
     REDUC: (with_cells(base(), r4c4={"content": BLOCK, "spawn": 1}),
             with_cells(base(), r4c4={"content": BLOCK, "spawn": 2, "siphoned": True},
@@ -185,7 +189,8 @@ def test_can_execute_follows_the_section_2_table(program):
 
 def test_push_plans_diagonal_row_or_column_candidates_and_keeps_last_known():
     """§4.1: largest Manhattan candidate among on-board (a)/(b)/(c); edge enemies without a
-    candidate stay; an enemy on the player's cell keeps its cell; cryptog last-known untouched (O8)."""
+    candidate stay; an enemy on the player's cell keeps its cell; cryptog last-known untouched
+    (O8)."""
     start = with_entities(base(), [
         enemy(CRYPTOG, 3, 4, last_row=3, last_col=4),  # (a) (4,5) d=5 beats (4,4), (3,5) d=4
         enemy(VIRUS, 2, 5),  # pushed off the board: no candidate
@@ -213,8 +218,9 @@ def test_push_onto_a_block_and_a_transmission():
 
 
 def test_push_collision_keeps_later_enemy_and_stacks_on_a_non_mover():
-    """§4.1 apply step, in list order (seq, not slot): the first planner into (5,5) moves there and
-    stacks on the enemy that could not move; the later planner of (5,5) stays (game-rules §14.23)."""
+    """§4.1 apply step, in list order (seq, not slot): the first planner into (5,5) moves there
+    and stacks on the enemy that could not move; the later planner of (5,5) stays (game-rules
+    §14.23)."""
     start = with_entities(base(), [
         enemy(VIRUS, 4, 5, slot=0, seq=2),  # plan (5,5): blocked, an earlier enemy moved in
         enemy(GLITCH, 5, 5, slot=1, seq=0),  # corner: no candidate
@@ -254,7 +260,8 @@ def test_crash_clears_the_ring_and_counts_at_most_one_kill_per_cell_and_list():
     (first match in list order; scheduled counts 0). Player cell, exit, data siphon kept."""
     start = with_cells(base(row=1, col=1),
                        r0c1={"content": BLOCK, "points": 3, "spawn": 3, "credits": 2},
-                       r2c2={"content": BLOCK, "program": PUSH, "siphoned": True, "siphon_center": True},
+                       r2c2={"content": BLOCK, "program": PUSH, "siphoned": True,
+                             "siphon_center": True},
                        r0c2={"content": BLOCK, "program": WARP, "spawn": 5, "question": True},
                        r0c0={"content": EXIT}, r2c0={"content": DATA_SIPHON},
                        r1c1={"content": BLOCK, "points": 2, "spawn": 2},
@@ -282,7 +289,8 @@ def test_crash_clears_the_ring_and_counts_at_most_one_kill_per_cell_and_list():
     expected = paid(start, CRASH).replace(
         grid=expected_grid,
         enemies=set_slots(start.enemies, active={0: False, 1: False, 2: False, 3: False, 4: False}),
-        transmissions=set_slots(start.transmissions, active={0: False, 1: False, 2: False, 3: False}))
+        transmissions=set_slots(start.transmissions,
+                                active={0: False, 1: False, 2: False, 3: False}))
     assert_states_equal(state, expected)
     assert int(state.grid.credits[1]) == 2 and bool(state.grid.siphoned[14])
     assert_events(events, kills=4)
@@ -382,9 +390,12 @@ def test_poly_carries_damage_over_and_kills_a_damaged_daemon():
         assert np.all(e.hp[:, slot] == np.vectorize(MAX_HP.get)(kinds) - damage)
         became_cryptog = kinds == CRYPTOG
         row, col = np.asarray(start.enemies.row)[slot], np.asarray(start.enemies.col)[slot]
-        old_last = (np.asarray(start.enemies.last_row)[slot], np.asarray(start.enemies.last_col)[slot])
-        assert np.all(np.where(became_cryptog, e.last_row[:, slot] == row, e.last_row[:, slot] == old_last[0]))
-        assert np.all(np.where(became_cryptog, e.last_col[:, slot] == col, e.last_col[:, slot] == old_last[1]))
+        old_last = (np.asarray(start.enemies.last_row)[slot],
+                    np.asarray(start.enemies.last_col)[slot])
+        assert np.all(np.where(became_cryptog, e.last_row[:, slot] == row,
+                               e.last_row[:, slot] == old_last[0]))
+        assert np.all(np.where(became_cryptog, e.last_col[:, slot] == col,
+                               e.last_col[:, slot] == old_last[1]))
         assert np.all(e.row[:, slot] == row) and np.all(e.col[:, slot] == col)
     assert e.stunned[:, 2].all() and np.all(e.disabled[:, 2] == 1) and e.from_siphon[:, 2].all()
     assert np.any(e.kind[:, 2] == CRYPTOG)  # the last-known branch was exercised
@@ -430,7 +441,8 @@ def test_wait_only_pays_and_ends_the_turn():
     (SCORE, lambda s: s.replace(player=s.player.replace(score=jnp.int32(10 + 8 - 3)))),  # §4.20
 ])
 def test_flag_and_counter_programs(program, changes):
-    """§4.11-§4.16, §4.20: one field changes (SIPH+ 2->3, EXCH +4 energy, RESET 1->3, SCORE +8-stage)."""
+    """§4.11-§4.16, §4.20: one field changes (SIPH+ 2->3, EXCH +4 energy, RESET 1->3,
+    SCORE +8-stage)."""
     start = base(data_siphons=2, hp=1, score=10).replace(stage=jnp.int32(3))
     start = with_entities(start, [enemy(VIRUS, 2, 3)])
     state, events = run(start, program)
@@ -443,7 +455,8 @@ def test_flag_and_counter_programs(program, changes):
 def test_debug_hits_enemies_on_blocks_with_attack_damage():
     """§4.7: enemies on block cells (siphoned or not) take attackDamage, survivors stunned, then
     removeDeadEnemies, which also removes and counts an hp-0 enemy elsewhere (errata O5)."""
-    start = with_cells(base(attack=2), r4c4={"content": BLOCK}, r1c3={"content": BLOCK, "siphoned": True})
+    start = with_cells(base(attack=2), r4c4={"content": BLOCK},
+                       r1c3={"content": BLOCK, "siphoned": True})
     start = with_entities(start, [
         enemy(DAEMON, 4, 4),  # 3 -> 1, stunned
         enemy(VIRUS, 1, 3),  # 2 -> 0, killed

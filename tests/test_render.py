@@ -9,7 +9,8 @@ from envs.hackmatrix.swift_io.scenario import set_state
 
 
 def with_question_block(state, row, col):
-    return state.replace(grid=state.grid.replace(question=state.grid.question.at[row * 6 + col].set(True)))
+    return state.replace(
+        grid=state.grid.replace(question=state.grid.question.at[row * 6 + col].set(True)))
 
 
 def board(show=False):
@@ -96,7 +97,8 @@ def test_golden_player_on_exit_with_siphon_centre():
                        "blocks": [{"row": 5, "col": 5, "type": "none", "siphoned": True}],
                        "transmissions": [{"row": 0, "col": 0, "turnsRemaining": 0,
                                           "enemyType": "virus"}]})
-    state = state.replace(grid=state.grid.replace(siphon_center=state.grid.siphon_center.at[35].set(True)))
+    state = state.replace(
+        grid=state.grid.replace(siphon_center=state.grid.siphon_center.at[35].set(True)))
     expected = (
         "stage 1  turn 0  hp 3  credits 0  energy 0  siphons 0  score 0  attack 1\n"
         "show no  calm no  step no  atk+ uses 0  pending siphon spawns 0  "
@@ -131,9 +133,11 @@ def test_cell_view_enemies_behind_a_hidden_cryptog_and_dead_enemies():
 def test_cell_view_cryptog_in_player_line_is_visible():
     """§9.1: a cryptog sharing the player's row or column is reported, with no hint."""
     state = set_state({"player": {"row": 3, "col": 0}, "enemies": [
-        {"type": "cryptog", "row": 3, "col": 4, "hp": 2}, {"type": "daemon", "row": 3, "col": 4, "hp": 1}]})
+        {"type": "cryptog", "row": 3, "col": 4, "hp": 2},
+        {"type": "daemon", "row": 3, "col": 4, "hp": 1}]})
     view = cell_view(state, 3, 4)
-    assert [(e["type"], e["hidden"]) for e in view["enemies"]] == [("cryptog", False), ("daemon", False)]
+    assert [(e["type"], e["hidden"]) for e in view["enemies"]] == [("cryptog", False),
+                                                                    ("daemon", False)]
     assert not view["cryptog_hint"]
 
 
@@ -142,10 +146,12 @@ def test_cell_view_resources_visible_on_siphoned_block():
     state = set_state({"player": {"row": 0, "col": 0},
                        "blocks": [{"row": 2, "col": 2, "type": "data", "siphoned": True},
                                   {"row": 2, "col": 3, "type": "data"}],
-                       "resources": [{"row": 2, "col": 2, "energy": 2}, {"row": 2, "col": 3, "credits": 1}]})
+                       "resources": [{"row": 2, "col": 2, "energy": 2},
+                                     {"row": 2, "col": 3, "credits": 1}]})
     assert cell_view(state, 2, 2)["resources"] == {"credits": 0, "energy": 2, "hidden": False}
     assert cell_view(state, 2, 3)["resources"] is None
-    assert cell_view(state, 2, 3, reveal=True)["resources"] == {"credits": 1, "energy": 0, "hidden": True}
+    assert cell_view(state, 2, 3, reveal=True)["resources"] == {"credits": 1, "energy": 0,
+                                                                "hidden": True}
 
 
 def test_header_view_lists_programs_in_acquisition_order():

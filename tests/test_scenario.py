@@ -254,7 +254,8 @@ def test_resources_amounts_and_replacement():
     ]))
     g = s.grid
     cells = [cell(0, 1), cell(0, 2), cell(0, 3), cell(0, 4)]
-    assert [(int(g.credits[c]), int(g.energy[c])) for c in cells] == [(2, 0), (1, 0), (0, 4), (0, 1)]
+    assert [(int(g.credits[c]), int(g.energy[c])) for c in cells] == [(2, 0), (1, 0), (0, 4),
+                                                                       (0, 1)]
     assert int(np.sum(g.credits)) == 3 and int(np.sum(g.energy)) == 5
 
 
@@ -303,7 +304,8 @@ BAD_SCENARIOS = [
      "blocks[0].points: -3 is negative"),
     (scenario(blocks=[{"row": 1, "col": 1, "type": "data", "spawnCount": -1}]),
      "blocks[0].spawnCount: -1 is negative"),
-    (scenario(resources=[{"row": 1, "col": 1, "energy": -1}]), "resources[0].energy: -1 is negative"),
+    (scenario(resources=[{"row": 1, "col": 1, "energy": -1}]),
+     "resources[0].energy: -1 is negative"),
     # Wrong JSON types and missing required keys.
     ({}, "player: required object is missing"),
     ({"player": {"col": 0}}, "player.row: required integer is missing"),
@@ -317,7 +319,8 @@ BAD_SCENARIOS = [
     (scenario(ownedPrograms=5), "ownedPrograms: expected a JSON array"),
     (scenario(enemies=[{"type": "virus", "row": 1, "col": 1}]),
      "enemies[0].hp: required integer is missing"),
-    (scenario(enemies=[{"type": 3, "row": 1, "col": 1, "hp": 1}]), "enemies[0].type: expected a string"),
+    (scenario(enemies=[{"type": 3, "row": 1, "col": 1, "hp": 1}]),
+     "enemies[0].type: expected a string"),
     (scenario(enemies=[{"type": "virus", "row": 1, "col": 1, "hp": 1, "stunned": "yes"}]),
      "enemies[0].stunned: expected true or false"),
     (scenario(transmissions=[{"row": 1, "col": 1, "enemyType": "virus"}]),
@@ -346,11 +349,13 @@ def test_capacity_errors_name_the_capacity_and_the_argument():
     """decisions R3/R10: more members than slots is refused, saying how to raise the capacity;
     entries with an unknown type do not count."""
     enemies = [{"type": "virus", "row": 1, "col": c, "hp": 2} for c in range(3)]
-    with pytest.raises(ScenarioError, match=r"enemies: 3 entries exceed the capacity of 2.*max_enemies"):
+    with pytest.raises(ScenarioError, match=r"enemies: 3 entries exceed the capacity of 2"
+                                            r".*max_enemies"):
         set_state(scenario(enemies=enemies), max_enemies=2)
     set_state(scenario(enemies=enemies[:2] + [{"type": "elf", "row": 1, "col": 2, "hp": 1}]),
               max_enemies=2)
-    transmissions = [{"row": 2, "col": c, "turnsRemaining": 1, "enemyType": "virus"} for c in range(2)]
+    transmissions = [{"row": 2, "col": c, "turnsRemaining": 1, "enemyType": "virus"}
+                     for c in range(2)]
     with pytest.raises(ScenarioError, match=r"transmissions: 2 entries exceed the capacity of 1"
                                             r".*max_transmissions"):
         set_state(scenario(transmissions=transmissions), max_transmissions=1)
@@ -405,7 +410,8 @@ def test_state_to_scenario_values():
     assert out["ownedPrograms"] == [14, 5, 26]
     assert [e["type"] for e in out["enemies"]] == ["cryptog", "virus", "daemon"]
     assert out["enemies"][2]["hp"] == 5 and out["enemies"][2]["isFromScheduledTask"]
-    assert out["transmissions"] == [{"row": 3, "col": 0, "turnsRemaining": 2, "enemyType": "glitch"}]
+    assert out["transmissions"] == [{"row": 3, "col": 0, "turnsRemaining": 2,
+                                     "enemyType": "glitch"}]
     hidden = s.replace(grid=s.grid.replace(question=s.grid.question.at[cell(1, 1)].set(True)))
     block = [b for b in state_to_scenario(hidden)["blocks"] if (b["row"], b["col"]) == (1, 1)]
     assert block == [{"row": 1, "col": 1, "type": "data", "points": 8, "spawnCount": 3,

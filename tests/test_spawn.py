@@ -96,7 +96,8 @@ def new_transmissions(before, after):
 
 def assert_frequency(successes, n, p, what):
     tolerance = 5 * math.sqrt(p * (1 - p) / n)
-    assert abs(successes / n - p) <= tolerance, f"{what}: {successes / n:.4f} vs {p:.4f} ± {tolerance:.4f}"
+    assert abs(successes / n - p) <= tolerance, (
+        f"{what}: {successes / n:.4f} vs {p:.4f} ± {tolerance:.4f}")
 
 
 # --- pure-Python references written from the spec ------------------------------------------
@@ -159,9 +160,11 @@ def test_masks_match_reference_on_random_boards():
         player = ALL_CELLS[rng.integers(36)]
         blocks = {cell for cell in ALL_CELLS if cell != player and rng.random() < 0.2}
         enemy_cells = [ALL_CELLS[i] for i in rng.integers(36, size=rng.integers(0, CAPACITY + 1))]
-        transmission_cells = [ALL_CELLS[i] for i in rng.integers(36, size=rng.integers(0, CAPACITY + 1))]
+        transmission_cells = [ALL_CELLS[i]
+                              for i in rng.integers(36, size=rng.integers(0, CAPACITY + 1))]
         states.append(make_state(player, blocks, enemy_cells, transmission_cells))
-        expected.append((reference_spawn_empty(player, blocks, set(enemy_cells), set(transmission_cells)),
+        expected.append((reference_spawn_empty(player, blocks, set(enemy_cells),
+                                               set(transmission_cells)),
                          reference_line_of_fire(player, blocks, set(enemy_cells))))
     batch = jax.tree.map(lambda *xs: np.stack(xs), *states)
     empty, lof = jax.device_get(_masks(batch))
@@ -172,7 +175,8 @@ def test_masks_match_reference_on_random_boards():
 
 # --- spawning ------------------------------------------------------------------------------
 
-ROOMY = dict(player=(0, 0), blocks=[(2, 2), (3, 4), (0, 3)], enemies=[(4, 1)], transmissions=[(1, 3)])
+ROOMY = dict(player=(0, 0), blocks=[(2, 2), (3, 4), (0, 3)], enemies=[(4, 1)],
+             transmissions=[(1, 3)])
 
 
 @pytest.fixture(scope="module")

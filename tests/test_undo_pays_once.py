@@ -102,7 +102,10 @@ def test_the_data_siphon_farm_pays_once_and_the_game_is_unchanged():
     assert swift_rewards == (1.0, 1.0)
     assert once_rewards == (1.0, 0.0)
     assert swift_state.ledger is None
-    game = lambda s: jax.tree.leaves(s.replace(ledger=None))
+
+    def game(s):
+        return jax.tree.leaves(s.replace(ledger=None))
+
     assert all(np.array_equal(a, b) for a, b in zip(game(swift_state), game(once_state)))
     assert int(once_state.player.data_siphons) == 1
 
@@ -133,8 +136,10 @@ def _rollouts(num_envs=16, num_steps=120):
         logits = jnp.where(obs.action_mask, 0.0, -jnp.inf)
         actions = jax.random.categorical(k_act, logits)
         keys = jax.random.split(k_step, num_envs)
-        step_all = lambda env, s: jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, s, actions,
-                                                                             PARAMS)
+
+        def step_all(env, s):
+            return jax.vmap(env.step, in_axes=(0, 0, 0, None))(keys, s, actions, PARAMS)
+
         obs_swift, s_swift, r_swift, term, trunc, info = step_all(ENV, s_swift)
         obs_once, s_once, r_once, _, _, _ = step_all(ONCE, s_once)
         undid = (actions == UNDO) & ~info["invalid_action"]

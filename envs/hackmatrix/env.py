@@ -65,7 +65,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  undo_pays_once: bool = False, max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
-            raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, got {reward_shaping!r}")
+            raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
+                             f"got {reward_shaping!r}")
         if history_size < 1 or max_enemies < 1 or max_transmissions < 1:
             raise ValueError("capacities must be positive")
         self.reward_shaping = reward_shaping

@@ -13,7 +13,8 @@ def _obs_out_of_range(obs):
     """Count values outside the documented ranges (§9.2 and errata O6: only player[6] and
     player[7] may exceed 1 in generated play)."""
     player = obs.player
-    bad_player = jnp.sum((player < 0) | ((player > 1) & ~jnp.isin(jnp.arange(10), jnp.array([6, 7]))))
+    bad_player = jnp.sum((player < 0)
+                         | ((player > 1) & ~jnp.isin(jnp.arange(10), jnp.array([6, 7]))))
     bad_grid = jnp.sum((obs.grid < 0) | (obs.grid > 1))
     bad_programs = jnp.sum((obs.programs < 0) | (obs.programs > 1))
     return bad_player + bad_grid + bad_programs
@@ -58,11 +59,14 @@ def make_soak(env: HackMatrix, params, num_envs: int, num_steps: int):
             reduc_used = (reduc_used | (action == PROGRAM_ACTION_OFFSET + REDUC)) & ~done
             st = dict(
                 invalid_actions=st["invalid_actions"] + jnp.sum(info["invalid_action"]),
-                hp_out_of_range=st["hp_out_of_range"] + jnp.sum((state.player.hp < 0) | (state.player.hp > 3)),
+                hp_out_of_range=st["hp_out_of_range"]
+                + jnp.sum((state.player.hp < 0) | (state.player.hp > 3)),
                 max_overflow=jnp.maximum(st["max_overflow"], jnp.max(info["overflow"])),
                 non_finite=st["non_finite"] + jnp.sum(~jnp.isfinite(reward)),
-                max_breakdown_error=jnp.maximum(st["max_breakdown_error"], jnp.max(jnp.abs(parts - reward))),
-                obs_out_of_range=st["obs_out_of_range"] + _obs_out_of_range(final) + _obs_out_of_range(obs),
+                max_breakdown_error=jnp.maximum(st["max_breakdown_error"],
+                                                jnp.max(jnp.abs(parts - reward))),
+                obs_out_of_range=st["obs_out_of_range"] + _obs_out_of_range(final)
+                + _obs_out_of_range(obs),
                 data_invariant_violations=st["data_invariant_violations"]
                 + jnp.sum(jax.vmap(_data_invariant_violations)(state) * ~reduc_used),
                 off_board_entities=st["off_board_entities"] + jnp.sum(jax.vmap(_off_board)(state)),
@@ -72,8 +76,10 @@ def make_soak(env: HackMatrix, params, num_envs: int, num_steps: int):
                 deaths=st["deaths"] + jnp.sum(info["died"]),
                 truncations=st["truncations"] + jnp.sum(truncated),
                 max_stage=jnp.maximum(st["max_stage"], jnp.max(info["stage"])),
-                action_counts=st["action_counts"] + jnp.sum(jax.nn.one_hot(action, N_ACTIONS, dtype=jnp.int32), axis=0),
-                max_enemies=jnp.maximum(st["max_enemies"], jnp.max(jnp.sum(state.enemies.active, axis=1))),
+                action_counts=st["action_counts"]
+                + jnp.sum(jax.nn.one_hot(action, N_ACTIONS, dtype=jnp.int32), axis=0),
+                max_enemies=jnp.maximum(st["max_enemies"],
+                                        jnp.max(jnp.sum(state.enemies.active, axis=1))),
                 max_transmissions=jnp.maximum(st["max_transmissions"],
                                               jnp.max(jnp.sum(state.transmissions.active, axis=1))),
             )

@@ -17,7 +17,7 @@ The corridor: cells 0..4, the agent starts on cell 0, the exit is cell 4.
 
 Episodes are truncated after ``max_steps_in_episode`` steps. The stage is the furthest cell
 reached + 1 (stages 1..5; the win is on the last).
-"""
+"""  # noqa: E501 (the table's rows cannot be wrapped)
 
 from __future__ import annotations
 

@@ -49,15 +49,15 @@ def build_parser() -> argparse.ArgumentParser:
                         f" (default: all that apply; {NO_POLICIES}: only the search rows)")
     parser.add_argument("--episodes", type=int, default=256)
     parser.add_argument("--seed", type=int, default=12345)
-    parser.add_argument("--max-steps", type=int, default=2000,
-                        help="step cap per episode when the env has no time limit")
     parser.add_argument("--env", help="an id of envs.registry (hackmatrix, toy, a gymnax id "
                         "such as CartPole-v1); default: the checkpoint's, else hackmatrix")
     options = parser.add_argument_group("HackMatrix options (other envs ignore them)")
     options.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
     options.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
     options.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
-    parser.add_argument("--max-episode-steps", type=int)
+    parser.add_argument("--max-episode-steps", type=int,
+                        help="the env's time limit: episodes are truncated after this many "
+                             "steps (default: the checkpoint's, else the env's own)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     evaluate_search.add_arguments(parser)
     return parser
@@ -81,6 +81,10 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     if args.episodes < 1:
         print(f"error: --episodes must be >= 1, got {args.episodes}", file=sys.stderr)
+        return 2
+    if args.max_episode_steps is not None and args.max_episode_steps < 1:
+        print(f"error: --max-episode-steps must be >= 1, got {args.max_episode_steps}",
+              file=sys.stderr)
         return 2
     requested = args.policies.split(",") if args.policies else None
     requested = [] if requested == [NO_POLICIES] else requested
@@ -166,7 +170,7 @@ def main(argv=None) -> int:
     results, stages = {}, {}
     if policies:
         play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
-                                      args.max_steps)
+                                      int(env_params.max_steps_in_episode))
         for index, name in enumerate(policies):
             episodes = play(index, key)
             results[name] = summarize_episodes(episodes, env)
@@ -176,7 +180,7 @@ def main(argv=None) -> int:
                                                                       env.num_stages)
     if args.search_simulations:
         results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
-                                                   args.max_steps))
+                                                   int(env_params.max_steps_in_episode)))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
     print(format_table(results))
     if any("stage_reached" in summary for summary in results.values()):

@@ -2,7 +2,7 @@
 corridor, or any gymnax env with discrete actions by its id.
 
     python scripts/train_purejaxrl.py --num-envs 2048
-    python scripts/train_purejaxrl.py --env CartPole-v1 --seed 0                 # PureJaxRL's config
+    python scripts/train_purejaxrl.py --env CartPole-v1 --seed 0                # PureJaxRL's config
     python scripts/train_purejaxrl.py --env Breakout-MinAtar --encoder flat      # ... with its MLP
     python scripts/train_purejaxrl.py --resume checkpoints/<run-name>          # continue a run
     python scripts/train_purejaxrl.py --resume checkpoints/<run-name> --total-timesteps 100000000
@@ -155,7 +155,6 @@ def build_parser() -> argparse.ArgumentParser:
                      help="save and stop after this many updates in this session")
     run.add_argument("--eval-interval", type=int, help="evaluate every N updates (default off)")
     run.add_argument("--eval-envs", type=int, default=64)
-    run.add_argument("--eval-max-steps", type=int, default=2000)
     run.add_argument("--compile-cache-dir", default=DEFAULT_COMPILE_CACHE_DIR)
     run.add_argument("--no-compile-cache", action="store_true")
     run.add_argument("--no-wandb", action="store_true")
@@ -202,7 +201,7 @@ def run_options_from_args(args) -> RunOptions:
         save_interval_minutes=args.save_interval_minutes, save_interval=args.save_interval,
         keep_checkpoints=args.keep_checkpoints, updates_per_chunk=args.updates_per_chunk,
         eval_interval=args.eval_interval, eval_envs=args.eval_envs,
-        eval_max_steps=args.eval_max_steps, wandb=not args.no_wandb,
+        wandb=not args.no_wandb,
         wandb_project=args.wandb_project, wandb_entity=args.wandb_entity,
         wandb_mode=args.wandb_mode, artifact=args.wandb_checkpoints,
         compile_cache_dir=None if args.no_compile_cache else args.compile_cache_dir,

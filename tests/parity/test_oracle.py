@@ -104,7 +104,8 @@ def test_undo_beyond_the_ring_is_the_documented_r3_departure():
     oracle names exactly that difference the R3 departure, and nothing else."""
     oracle = lockstep(None)
     state = jax.tree.map(np.array, jax.device_get(set_state(
-        {"player": {"row": 0, "col": 0, "credits": 3}, "ownedPrograms": [PROGRAM_ACTION_OFFSET + UNDO]})))
+        {"player": {"row": 0, "col": 0, "credits": 3},
+         "ownedPrograms": [PROGRAM_ACTION_OFFSET + UNDO]})))
     ours = np.zeros(28, bool)
     ours[[0, 3]] = True  # up, right; UNDO is masked with an empty ring
     candidate = _Candidate(state, 0.0, False, {}, {}, Notes(), False, False, ours)

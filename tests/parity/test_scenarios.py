@@ -79,7 +79,8 @@ def test_observation_visibility_rules(engine):
                     "spawnCount": 5, "siphoned": True},
                    {"row": 4, "col": 4, "type": "program", "programType": "nonsense"}],
         "resources": [{"row": 1, "col": 3, "credits": 2}, {"row": 1, "col": 4, "energy": 3},
-                      {"row": 2, "col": 0, "credits": 1}, {"row": 0, "col": 1, "dataSiphon": True}]})
+                      {"row": 2, "col": 0, "credits": 1},
+                      {"row": 0, "col": 1, "dataSiphon": True}]})
     assert cell(obs, 2, 2)["enemy"] == {"type": "daemon", "hp": 5, "isStunned": True,
                                         "spawnedFromSiphon": True}
     assert "enemy" not in cell(obs, 3, 4)  # hidden cryptog first: the virus is not shown
@@ -216,7 +217,8 @@ def test_contested_cell_goes_to_either_enemy(engine):
     goes through (0,2). Whoever moves first takes it; the other falls back to the greedy step
     (ties to U before R). Both orders occur."""
     scenario = {"player": at(0, 0, energy=30), "ownedPrograms": [WAIT],
-                "blocks": [{"row": 1, "col": 0, "type": "data"}, {"row": 1, "col": 1, "type": "data"}],
+                "blocks": [{"row": 1, "col": 0, "type": "data"},
+                           {"row": 1, "col": 1, "type": "data"}],
                 "enemies": [{"type": "daemon", "row": 0, "col": 3, "hp": 3},
                             {"type": "daemon", "row": 1, "col": 2, "hp": 3}]}
     allowed = {((0, 2), (2, 2)), ((1, 3), (0, 2))}
@@ -349,10 +351,11 @@ def test_damage_programs(engine):
     play(engine, {**base, "blocks": [{"row": 4, "col": 0, "type": "none", "siphoned": True}],
                   "enemies": [{"type": "glitch", "row": 4, "col": 0, "hp": 3}]}, 27)
     assert enemies(engine) == [("glitch", 4, 0, 1)]
-    result = play(engine, {**base, "enemies": [{"type": "daemon", "row": 4, "col": 4, "hp": 3},
-                                               {"type": "daemon", "row": 3, "col": 3, "hp": 3},
-                                               {"type": "virus", "row": 4, "col": 3, "hp": 2},
-                                               {"type": "glitch", "row": 0, "col": 0, "hp": 1}]}, 21)
+    result = play(engine, {**base, "enemies": [
+        {"type": "daemon", "row": 4, "col": 4, "hp": 3},
+        {"type": "daemon", "row": 3, "col": 3, "hp": 3},
+        {"type": "virus", "row": 4, "col": 3, "hp": 2},
+        {"type": "glitch", "row": 0, "col": 0, "hp": 1}]}, 21)
     assert enemies(engine) == [("daemon", 4, 4, 2), ("virus", 4, 3, 1), ("glitch", 0, 0, 1)]
     result = play(engine, {**base, "enemies": [{"type": "virus", "row": 5, "col": 0, "hp": 1},
                                                {"type": "virus", "row": 5, "col": 1, "hp": 2}]}, 23)

@@ -44,8 +44,7 @@ def cartpole_run(tmp_path_factory, compile_cache_dir):
     config = ppo.config_for_env("CartPole-v1", num_steps=32, total_timesteps=2 * 128,
                                 hidden_width=16)
     return config, train(config, options(tmp_path_factory.mktemp("cartpole"),
-                                         compile_cache_dir, eval_interval=2, eval_envs=4,
-                                         eval_max_steps=50))
+                                         compile_cache_dir, eval_interval=2, eval_envs=4))
 
 
 def test_cartpole_trains_and_logs_return_and_length_only(cartpole_run):
@@ -83,7 +82,7 @@ def test_watch_agent_plays_a_gymnax_checkpoint(cartpole_run, tmp_path, capsys, g
     watch = load_watch_agent()
     _, result = cartpole_run
     extra = ["--gif", str(tmp_path / "a.gif")] if gif else []
-    code = watch.main([result.run_dir, "--episodes", "2", "--max-steps", "30",
+    code = watch.main([result.run_dir, "--episodes", "2", "--max-episode-steps", "30",
                        "--no-compile-cache", *extra])
     out, err = capsys.readouterr()
     if gif:
@@ -104,8 +103,30 @@ def test_watch_agent_draws_minatar_images_into_a_gif(tmp_path, compile_cache_dir
                                 encoder="flat")
     result = train(config, options(tmp_path, compile_cache_dir, run_name="breakout"))
     gif = tmp_path / "breakout.gif"
-    code = watch.main([result.run_dir, "--max-steps", "5", "--quiet", "--gif", str(gif),
+    code = watch.main([result.run_dir, "--max-episode-steps", "5", "--quiet", "--gif", str(gif),
                        "--no-compile-cache"])
     assert code == 0, capsys.readouterr().err
     frames = iio.imread(gif, index=None)
     assert frames.shape == (5, 240, 240, 3)
+
+
+def test_learning_benchmark_judges_an_env_without_stages_by_return(cartpole_run, tmp_path):
+    """The learning benchmark on CartPole: one judgement (no R9 loop to close), the mean
+    return as the score (table, seed line, curve), the random policy as the only baseline, and
+    none of HackMatrix's columns."""
+    from purejaxrl import learning_benchmark
+
+    config, result = cartpole_run
+    said = []
+    outcome = learning_benchmark.run(
+        config, [config.seed], "cartpole", "smoke", "test", options(tmp_path, None), 8,
+        str(tmp_path / "ledger.jsonl"), str(tmp_path / "curve.png"),
+        lambda c, o, checkpoint: result, say=said.append)
+    row = outcome["seeds"][0]
+    assert set(learning_benchmark.judgements_for(config)) == {"eval"} and "eval_closed" not in row
+    assert set(outcome["baselines"]) == {"random"}
+    header = outcome["table"].splitlines()[0].split()
+    assert "return" in header and not {"stage", "win", "R9/ep", "siph/ep"} & set(header)
+    assert any(line.startswith(f"   seed {config.seed}: greedy return ") for line in said)
+    assert row["curve"][-1][1] == result.records[-1]["episode/return_mean"]
+    assert (tmp_path / "curve.png").stat().st_size > 0

@@ -4,9 +4,10 @@ checkpoint of the current format holding the same state.
 
 Fixtures: tests/fixtures/checkpoint_before_issue15.pkl (written by ``save_checkpoint`` at commit
 76e689a, runner state of ``HackMatrix().reset``; its classes are pickled under module paths that
-moved in issue 15) and tests/fixtures/checkpoint_v1_toy.pkl (the last pickle format, the dict that ``save_checkpoint``
-wrote at commit 228fd69, holding 2 updates of ``toy_run.CONFIG``, run ``toy-v1``; its runner
-state was rewritten in issue 28 with the toy env of envs/toy, whose observation changed)."""
+moved in issue 15) and tests/fixtures/checkpoint_v1_toy.pkl (the last pickle format, the dict
+that ``save_checkpoint`` wrote at commit 228fd69, holding 2 updates of ``toy_run.CONFIG``, run
+``toy-v1``; its runner state was rewritten in issue 28 with the toy env of envs/toy, whose
+observation changed)."""
 
 import os
 import pickle

@@ -10,7 +10,7 @@ import pytest
 
 from purejaxrl import ppo
 from purejaxrl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
-from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.config import ConfigError, validate_config
 from purejaxrl.train import train
 from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
 

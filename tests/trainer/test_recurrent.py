@@ -245,11 +245,11 @@ def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     assert_trees_equal(second.runner_state, full.runner_state)
     assert all(r["actions/masked_sampled"] == 0 for r in full.records)
     assert load_policy(first.run_dir).config.recurrent_core == "gru"
-    assert evaluate_main(["--checkpoint", first.run_dir, "--episodes", "4", "--max-steps",
+    assert evaluate_main(["--checkpoint", first.run_dir, "--episodes", "4", "--max-episode-steps",
                           "20", "--policies", "checkpoint-greedy,checkpoint-sampled,random"]) == 0
     assert "checkpoint-greedy" in capsys.readouterr().out
     from scripts import watch_agent
-    assert watch_agent.main([first.run_dir, "--episodes", "2", "--max-steps", "8",
+    assert watch_agent.main([first.run_dir, "--episodes", "2", "--max-episode-steps", "8",
                              "--no-compile-cache"]) == 0
     assert "2 episodes: mean return" in capsys.readouterr().out
 

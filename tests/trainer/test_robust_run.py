@@ -113,7 +113,7 @@ def test_save_and_eval_intervals_are_exact(tmp_path, compile_cache_dir):
     """--save-interval 3 and --eval-interval 4 with chunks of 2 over 5 updates: chunks end at
     2, 3, 4, 5; checkpoints at 3 and at the end (5); evaluations at 4 and at the end."""
     result = train(CONFIG, options(tmp_path, compile_cache_dir, save_interval=3,
-                                   eval_interval=4, eval_envs=2, eval_max_steps=20,
+                                   eval_interval=4, eval_envs=2,
                                    keep_checkpoints=10))
     assert [r["update"] for r in result.records] == [2, 3, 4, 5]
     assert [u for u, _ in list_checkpoints(result.run_dir)] == [3, 5]

@@ -124,7 +124,8 @@ def test_truncation_bootstrap_uses_final_observation_value(rollout):
         cell, best = round(player[0] * EXIT_CELL), round(player[2] * EXIT_CELL)
         action = int(t.action[step, env_index])
         final_cell = cell + {3: 1, 2: -1}.get(action, 0)
-        final_state = ToyState(cell=jnp.int32(final_cell), best_cell=jnp.int32(max(best, final_cell)),
+        final_state = ToyState(cell=jnp.int32(final_cell),
+                               best_cell=jnp.int32(max(best, final_cell)),
                                siphoned=jnp.bool_(player[1] > 0 or action == 4),
                                time=jnp.int32(CONFIG.max_episode_steps))
         _, expected = network.apply(params, rollout["env"].env.observation(final_state))

@@ -39,7 +39,7 @@ def watch_run(tiny_checkpoint, viewer_cache, tmp_path_factory):
     paths = {kind: str(out / f"run.{ext}") for kind, ext in
              (("gif", "gif"), ("html", "html"), ("record_file", "json"))}
     result = run_script(WATCH, tiny_checkpoint, "--episodes", str(WATCH_EPISODES), "--seed", "5",
-                        "--sample", "--max-steps", str(WATCH_MAX_STEPS),
+                        "--sample", "--max-episode-steps", str(WATCH_MAX_STEPS),
                         "--compile-cache-dir", viewer_cache, "--gif", paths["gif"],
                         "--html", paths["html"], "--record", paths["record_file"])
     assert result.returncode == 0, result.stderr[-4000:]

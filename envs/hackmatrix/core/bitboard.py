@@ -1,8 +1,9 @@
 """36-cell boards packed into two uint32 words, for BFS and flood fills in the hot path.
 
-A board is a ``uint32[..., 2]`` array (functions accept leading axes): word 0 holds rows 0..2, word 1 rows 3..5, with bit
-``(row % 3) * 6 + col``. One BFS layer is a handful of word operations instead of
-36-wide (or 36x36) arithmetic, which is what keeps enemy pathfinding cheap under vmap.
+A board is a ``uint32[..., 2]`` array (functions accept leading axes): word 0 holds rows 0..2,
+word 1 rows 3..5, with bit ``(row % 3) * 6 + col``. One BFS layer is a handful of word
+operations instead of 36-wide (or 36x36) arithmetic, which is what keeps enemy pathfinding
+cheap under vmap.
 """
 
 import jax

@@ -89,7 +89,8 @@ def _pass_b_first_moves(state: EnvState, block_cells: jax.Array) -> jax.Array:
     target = cell_index(state.player.row, state.player.col)
     passable_cells = jnp.stack([~block_cells, jnp.ones_like(block_cells)])  # [2, 36]
     passable = jax.vmap(bb.from_bool)(passable_cells)
-    target_ok = jnp.take(passable_cells, target, axis=1)  # the target is exempt from nothing but blocks
+    # the target is exempt from nothing but blocks
+    target_ok = jnp.take(passable_cells, target, axis=1)
     source = jnp.where(target_ok[:, None], bb.cell(target)[None, :], jnp.uint32(0))
     dist = _distance_field(source, passable)  # [2, 36]
     nbr_dist = jnp.where(_NEIGHBOUR_VALID[None] & passable_cells[:, _NEIGHBOUR_SAFE],
@@ -157,7 +158,8 @@ def _enemy_step(state: EnvState, key, step_index, attacked, first_b, enabled):
         on_target = cell == player_cell
         # Pass A: BFS around other enemies and transmissions (the target is exempt).
         target_ok = jnp.take(walkable, player_cell)
-        dir_a = _pass_a_first_move(player_cell, cell, bb.from_bool(free), move & ~on_target & target_ok)
+        dir_a = _pass_a_first_move(player_cell, cell, bb.from_bool(free),
+                                   move & ~on_target & target_ok)
         # Pass B: geometric shortest path, taken only if its first cell is free.
         dir_b = jnp.take(jnp.where(glitch, first_b[1], first_b[0]), cell)
         cell_b = _neighbour(cell, jnp.maximum(dir_b, 0))

@@ -64,11 +64,13 @@ def append_enemy(state: EnvState, enabled, kind, row, col, *, disabled=0, from_s
     is_cryptog = kind == CRYPTOG
     w = lambda new, old: jnp.where(put, new, old)  # noqa: E731
     enemies = Enemies(
-        active=e.active | put, seq=w(state.next_seq, e.seq), kind=w(kind, e.kind), row=w(row, e.row),
-        col=w(col, e.col), hp=w(jnp.asarray(ENEMY_MAX_HP)[kind], e.hp), disabled=w(disabled, e.disabled),
-        stunned=w(False, e.stunned), last_row=w(jnp.where(is_cryptog, row, -1), e.last_row),
+        active=e.active | put, seq=w(state.next_seq, e.seq), kind=w(kind, e.kind),
+        row=w(row, e.row), col=w(col, e.col), hp=w(jnp.asarray(ENEMY_MAX_HP)[kind], e.hp),
+        disabled=w(disabled, e.disabled), stunned=w(False, e.stunned),
+        last_row=w(jnp.where(is_cryptog, row, -1), e.last_row),
         last_col=w(jnp.where(is_cryptog, col, -1), e.last_col),
-        from_scheduled=w(from_scheduled, e.from_scheduled), from_siphon=w(from_siphon, e.from_siphon))
+        from_scheduled=w(from_scheduled, e.from_scheduled),
+        from_siphon=w(from_siphon, e.from_siphon))
     enabled = jnp.asarray(enabled)
     return state.replace(enemies=enemies, next_seq=state.next_seq + (enabled & has_free),
                          overflow=state.overflow + (enabled & ~has_free))
@@ -82,10 +84,12 @@ def append_transmission(state: EnvState, enabled, row, col, kind, *, turns=1, fr
     w = lambda new, old: jnp.where(put, new, old)  # noqa: E731
     transmissions = Transmissions(
         active=t.active | put, seq=w(state.next_seq, t.seq), row=w(row, t.row), col=w(col, t.col),
-        turns=w(turns, t.turns), kind=w(kind, t.kind), from_scheduled=w(from_scheduled, t.from_scheduled),
+        turns=w(turns, t.turns), kind=w(kind, t.kind),
+        from_scheduled=w(from_scheduled, t.from_scheduled),
         from_siphon=w(from_siphon, t.from_siphon))
     enabled = jnp.asarray(enabled)
-    return state.replace(transmissions=transmissions, next_seq=state.next_seq + (enabled & has_free),
+    return state.replace(transmissions=transmissions,
+                         next_seq=state.next_seq + (enabled & has_free),
                          overflow=state.overflow + (enabled & ~has_free))
 
 
@@ -136,4 +140,5 @@ def enemy_cell_mask(enemies: Enemies) -> jax.Array:
 
 def transmission_cell_mask(transmissions: Transmissions) -> jax.Array:
     cells = cell_index(transmissions.row, transmissions.col)
-    return jnp.any(transmissions.active[:, None] & (cells[:, None] == jnp.arange(GRID * GRID)), axis=0)
+    return jnp.any(transmissions.active[:, None] & (cells[:, None] == jnp.arange(GRID * GRID)),
+                   axis=0)

@@ -81,7 +81,8 @@ def undo(state: EnvState, enabled=True) -> EnvState:
         from_siphon=jnp.zeros_like(snap.transmissions.from_siphon))
 
     restored = (snap.player, snap.turn, snap.program_rank, snap.show, snap.calm, snap.atk_uses,
-                enemies, transmissions, snap.grid, state.next_seq + enemy_count + transmission_count,
+                enemies, transmissions, snap.grid,
+                state.next_seq + enemy_count + transmission_count,
                 state.board_from_undo | (snap.stage != state.stage))
     current = (state.player, state.turn, state.program_rank, state.show, state.calm,
                state.atk_uses, state.enemies, state.transmissions, state.grid, state.next_seq,

@@ -15,8 +15,9 @@ from .constants import (ANTI_V, ATK_PLUS, BLOCK, CALM, COL, CRASH, CRYPTOG, D_BO
                         DELAY, EMPTY, ENEMY_MAX_HP, EXCH, GRID, HACK, N_CELLS, N_PROGRAMS, N_STAGES,
                         POLY, PROGRAM_COST_CREDITS, PROGRAM_COST_ENERGY, PULL, PUSH, REDUC, RESET,
                         ROW, ROW_OF, COL_OF, SCORE, SHOW, SIPH_PLUS, STEP, UNDO, VIRUS, WAIT, WARP)
-from .entities import (cell_index, list_rank, damage_enemies, enemies_on, first_in_order, remove_dead_enemies,
-                       on_board, remove_enemies, remove_transmissions, transmissions_on)
+from .entities import (cell_index, list_rank, damage_enemies, enemies_on, first_in_order,
+                       remove_dead_enemies, on_board, remove_enemies, remove_transmissions,
+                       transmissions_on)
 from .history import undo
 from .rng import uniform_below
 from .state import Enemies, EnvState, Player, Transmissions
@@ -96,7 +97,8 @@ class ProgramEvents:
 def _first_on_its_cell(rows, cols, active, seq) -> jax.Array:
     """bool[N]: active slots that come first in list order among the active slots on their cell."""
     cells = cell_index(rows, cols)
-    earlier_mate = active[None, :] & (cells[None, :] == cells[:, None]) & (seq[None, :] < seq[:, None])
+    earlier_mate = (active[None, :] & (cells[None, :] == cells[:, None])
+                    & (seq[None, :] < seq[:, None]))
     return active & ~jnp.any(earlier_mate, axis=1)
 
 

@@ -37,7 +37,8 @@ def sparse_update(work: Callable) -> Callable:
     def run_batched(axis_size, in_batched, enabled, carry, *args):
         def batched(tree, flags):
             return jax.tree.map(
-                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, flags)
+                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
+                tree, flags)
 
         enabled = batched(enabled, in_batched[0])
         carry = batched(carry, in_batched[1])

@@ -179,7 +179,8 @@ def take_snapshot(state: EnvState) -> Snapshot:
 def empty_history(capacity: int, enemies: int, transmissions: int) -> History:
     template = Snapshot(player=default_player(), turn=_i32(0), program_rank=_i32(-1, (N_PROGRAMS,)),
                         show=_bool(), calm=_bool(), atk_uses=_i32(0),
-                        enemies=empty_enemies(enemies), transmissions=empty_transmissions(transmissions),
+                        enemies=empty_enemies(enemies),
+                        transmissions=empty_transmissions(transmissions),
                         grid=empty_grid(), stage=_i32(1))
     snapshots = jax.tree.map(lambda x: jnp.broadcast_to(x, (capacity,) + x.shape), template)
     return History(snapshots=snapshots, head=_i32(capacity - 1), size=_i32(0))

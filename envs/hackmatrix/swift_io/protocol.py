@@ -251,7 +251,7 @@ def build_parser() -> argparse.ArgumentParser:
         prog="headless_cli", description="HackMatrix headless JSON protocol (Swift-compatible) "
         "on stdin/stdout, backed by the JAX environment.")
     parser.add_argument("--seed", type=int, default=0, help="seed of the JAX key stream")
-    parser.add_argument("--compilation-cache", default=None, metavar="DIR",
+    parser.add_argument("--compile-cache-dir", default=None, metavar="DIR",
                         help=f"persistent XLA cache (default ${CACHE_ENV_VAR} or "
                              f"{DEFAULT_COMPILE_CACHE_DIR}; '' disables it)")
     # Swift's flags, accepted so the server drops in for the Swift binary (decisions R8).
@@ -275,7 +275,7 @@ def main(argv=None) -> int:
         log.info("ignoring arguments %s", unknown)
     if "JAX_PLATFORMS" not in os.environ:  # one game per step: the CPU is fastest
         jax.config.update("jax_platforms", "cpu")
-    cache = enable_server_compile_cache(args.compilation_cache)
+    cache = enable_server_compile_cache(args.compile_cache_dir)
     log.info("compilation cache: %s", cache)
     server = Server(HeadlessGame(seed=args.seed))
     for raw in sys.stdin.buffer:
