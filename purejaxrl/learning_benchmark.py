@@ -40,7 +40,7 @@ EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key 
 
 @dataclasses.dataclass(frozen=True)
 class Tier:
-    total_timesteps: int
+    total_timesteps: Optional[int]  # None: the env's own budget (reference)
     num_seeds: int
     what: str
 
@@ -49,10 +49,14 @@ TIERS = {
     "smoke": Tier(2_097_152, 1, "a few minutes on a 2-core CPU: the pipeline runs end to end"),
     "standard": Tier(20_000_000, 3, "20M env steps x 3 seeds"),
     "full": Tier(50_000_000, 3, "50M env steps x 3 seeds"),
+    "reference": Tier(None, 3, "an env with a published config (a gymnax id): its own budget "
+                      "and defaults (PureJaxRL's), 3 seeds; the default tier for such an env"),
 }
 DEFAULT_NUM_ENVS = 2048
 DEFAULT_EVAL_EPISODES = 512
 LEDGER = os.path.join("benchmarks", "learning", "ledger.jsonl")
+# The reference envs' rows (CartPole, MinAtar: the trainer checked against PureJaxRL's figures).
+REFERENCE_LEDGER = os.path.join("benchmarks", "learning", "reference.jsonl")
 
 
 def git_commit() -> Optional[str]:

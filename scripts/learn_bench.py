@@ -14,11 +14,13 @@ sets --total-timesteps (unless given there) and --num-envs 2048 (unless given). 
 reported, never the best alone; the table ends with the median over seeds and the baselines.
 
 Any env of the registry: ``-- --env CartPole-v1`` trains with that env's defaults (PureJaxRL's
-configs, their budget included unless --total-timesteps) and judges by the mean return instead
-of the stage (an env without stages), with the random policy as its baseline:
+configs; the tier ``reference``, its default for such an env, keeps their budget too) and
+judges by the mean return instead of the stage (an env without stages), with the random policy
+as its baseline:
 
-    python scripts/learn_bench.py --label cartpole --seeds 0 1 2 \
-        --ledger benchmarks/learning/reference.jsonl -- --env CartPole-v1
+    python scripts/learn_bench.py --label cartpole -- --env CartPole-v1
+
+Its rows go to benchmarks/learning/reference.jsonl (HackMatrix's to ledger.jsonl).
 """
 
 from __future__ import annotations
@@ -38,15 +40,15 @@ import jax
 from purejaxrl.checkpoint import CheckpointError
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
-from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER, TIERS,
-                                          run)
+from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
+                                          REFERENCE_LEDGER, TIERS, run)
 from purejaxrl.train import train
 
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--tier", choices=tuple(TIERS), default="smoke",
+    parser.add_argument("--tier", choices=tuple(TIERS), default=None,
                         help="; ".join(f"{name}: {tier.what}" for name, tier in TIERS.items()))
     parser.add_argument("--label", default=None, help="name of this configuration in the ledger "
                         "and of its runs (default: the tier)")
@@ -60,7 +62,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "kept, a stopped training run continues from its checkpoint")
     parser.add_argument("--eval-episodes", type=int, default=DEFAULT_EVAL_EPISODES,
                         help="held-out boards per policy (default 512)")
-    parser.add_argument("--ledger", default=LEDGER, help="JSONL ledger to append to")
+    parser.add_argument("--ledger", default=None,
+                        help=f"JSONL ledger to append to (default: {LEDGER} for HackMatrix, "
+                             f"{REFERENCE_LEDGER} for the tier reference)")
     parser.add_argument("--no-ledger", action="store_true", help="do not append to the ledger")
     parser.add_argument("--plot", help="learning-curve PNG (default: beside the ledger, "
                         "<label>.png)")
@@ -74,27 +78,33 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     train_flags = args.train_flags[1:] if args.train_flags[:1] == ["--"] else args.train_flags
-    tier = TIERS[args.tier]
-    seeds = args.seeds if args.seeds is not None else list(range(tier.num_seeds))
-    label = args.label or args.tier
     train_parser = train_purejaxrl.build_parser()
     try:
+        train_args = train_parser.parse_args(train_flags)
+        env_defaults = ppo.defaults_for_env(train_args.env or TrainConfig().env)
+        own_budget = "total_timesteps" in env_defaults
+        if args.tier is None:
+            args.tier = "reference" if own_budget else "smoke"
+        if args.tier == "reference" and not own_budget:
+            raise ConfigError(f"--tier reference: {train_args.env or TrainConfig().env} has no "
+                              "published budget; use smoke, standard or full")
+        tier = TIERS[args.tier]
+        seeds = args.seeds if args.seeds is not None else list(range(tier.num_seeds))
+        label = args.label or args.tier
         if args.eval_episodes < 1:
             raise ConfigError(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
         if args.vmap_seeds and seeds != list(range(seeds[0], seeds[0] + len(seeds))):
             raise ConfigError(f"--vmap-seeds trains consecutive seeds, got {seeds}")
         if not label or "/" in label:
             raise ConfigError(f"--label must be a plain name, got {label!r}")
-        train_args = train_parser.parse_args(train_flags)
         if train_args.num_seeds is not None:
             raise ConfigError("the seeds are --seeds (with --vmap-seeds to train them in one "
                               "program); --num-seeds is not a benchmark flag")
         if train_args.resume:
             raise ConfigError("the training flag --resume is not a benchmark flag: "
                               "learn_bench.py --resume continues a benchmark")
-        env_defaults = ppo.defaults_for_env(train_args.env or TrainConfig().env)
-        if train_args.total_timesteps is None and "total_timesteps" not in env_defaults:
-            train_args.total_timesteps = tier.total_timesteps  # a gymnax env: PureJaxRL's
+        if train_args.total_timesteps is None and tier.total_timesteps is not None:
+            train_args.total_timesteps = tier.total_timesteps
         if train_args.num_envs is None and "num_envs" not in env_defaults:
             train_args.num_envs = DEFAULT_NUM_ENVS  # HackMatrix's; a gymnax env's is its own
         train_args.no_wandb = True
@@ -109,6 +119,8 @@ def main(argv=None) -> int:
     except SystemExit as exit_:  # argparse of the training flags
         return int(exit_.code or 2)
 
+    if args.ledger is None:
+        args.ledger = REFERENCE_LEDGER if args.tier == "reference" else LEDGER
     ledger = None if args.no_ledger else args.ledger
     plot = args.plot or os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")
     command = "python scripts/learn_bench.py " + " ".join(

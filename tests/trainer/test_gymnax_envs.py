@@ -130,3 +130,18 @@ def test_learning_benchmark_judges_an_env_without_stages_by_return(cartpole_run,
     assert any(line.startswith(f"   seed {config.seed}: greedy return ") for line in said)
     assert row["curve"][-1][1] == result.records[-1]["episode/return_mean"]
     assert (tmp_path / "curve.png").stat().st_size > 0
+
+
+def test_the_reference_tier_needs_an_env_with_a_published_budget(capsys):
+    """learn_bench's tier ``reference`` trains for the env's own budget (no budget of its
+    own); HackMatrix has none, so it is refused (exit 2, one line, before anything trains)."""
+    spec = importlib.util.spec_from_file_location(
+        "learn_bench", os.path.join(REPO_ROOT, "scripts", "learn_bench.py"))
+    learn_bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(learn_bench)
+    assert learn_bench.main(["--tier", "reference", "--no-ledger"]) == 2
+    assert capsys.readouterr().err.strip() == (
+        "error: --tier reference: hackmatrix has no published budget; use smoke, standard or "
+        "full")
+    from purejaxrl.learning_benchmark import TIERS
+    assert TIERS["reference"].total_timesteps is None
