@@ -401,3 +401,20 @@ def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, t
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     assert captured.err.count("\n") == 1 and captured.err.startswith(f"error: --json {path}: ")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--episodes", "0"], "error: --episodes must be >= 1, got 0"),
+    (["--max-episode-steps", "0"], "error: --max-episode-steps must be >= 1, got 0"),
+    (["--max-steps", "5"], "unrecognized arguments: --max-steps 5"),
+])
+def test_evaluate_refuses_bad_counts_before_any_work(flags, message, capsys):
+    """One line, exit 2, nothing on stdout. --max-episode-steps is the env's time limit and
+    bounds every evaluation loop, so the old separate cap --max-steps is gone."""
+    from purejaxrl.cli.evaluate import main as evaluate_main
+    try:
+        code = evaluate_main(["--policies", "random", *flags])
+    except SystemExit as exit_:  # argparse
+        code = exit_.code
+    captured = capsys.readouterr()
+    assert code == 2 and captured.out == "" and message in captured.err

@@ -172,3 +172,17 @@ def test_output_path_that_cannot_be_written_fails_before_any_work(flag, tmp_path
     code, err = run_main(capsys, str(tmp_path / "nope.msgpack"), flag, str(target))
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: {flag} {target}: directory ") and "does not exist" in err
+
+
+def test_checkpoint_flag_names_the_same_checkpoint_as_the_positional(tmp_path, capsys):
+    """--checkpoint PATH is the positional CHECKPOINT (the scripts' one vocabulary); given both,
+    they must agree (exit 2 otherwise); --max-episode-steps is the env's time limit, so a
+    replay (played with its record's env options) refuses it. All before any work."""
+    code, err = run_main(capsys, "--checkpoint", str(tmp_path / "nope.msgpack"))
+    assert code == 1 and "error: checkpoint not found" in err
+    code, err = run_main(capsys, str(tmp_path / "a"), "--checkpoint", str(tmp_path / "b"))
+    assert code == 2 and "given twice" in err and err.count("\n") == 1
+    code, err = run_main(capsys, "--replay", str(tmp_path / "r.json"), "--max-episode-steps", "5")
+    assert code == 2 and "--max-episode-steps" in err and err.count("\n") == 1
+    code, err = run_main(capsys, str(tmp_path), "--max-episode-steps", "0")
+    assert code == 2 and "--max-episode-steps must be >= 1, got 0" in err
