@@ -30,9 +30,10 @@ CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
 # What identifies "the same configuration" across two ledger selections in --compare.
 CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count", "num_devices",
                      "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype",
-                     "encoder", "num_minibatches", "num_seeds")
+                     "encoder", "num_minibatches", "num_seeds", "recurrent_core")
 # Train-mode options that default to the trainer's own defaults (TrainConfig) when not given.
-NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth")
+NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth", "recurrent_core",
+                   "core_width")
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -56,7 +57,8 @@ def train_config(args, num_envs: int, num_devices: int):
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds, **network_choice)
     scaled = auto_scale_for_batch_size(num_envs, args.num_steps, args.num_minibatches,
-                                       num_devices=num_devices)
+                                       num_devices=num_devices,
+                                       whole_sequences=config.recurrent_core != "none")
     updates = args.updates_per_chunk * (args.repeats + 1)
     config = config.replace(num_minibatches=scaled.num_minibatches,
                             update_epochs=scaled.update_epochs,
@@ -121,6 +123,7 @@ def bench_train(args, num_envs: int) -> dict:
         "updates_done": updates_done,
         "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
         "encoder": config.encoder, "cell_features": config.cell_features,
+        "recurrent_core": config.recurrent_core, "core_width": config.core_width,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds,
         "parameters": parameter_count(runner.params) // config.num_seeds,
@@ -154,8 +157,10 @@ def network_label(row: dict) -> str:
     encoder = row.get("encoder", "flat")
     cells = str(row.get("cell_features", "")) if encoder == "egocentric" else ""
     seeds = row.get("num_seeds", 1)
+    core = row.get("recurrent_core", "none")
     return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
-            f"/mb{row['num_minibatches']}" + (f"/{seeds}seeds" if seeds > 1 else ""))
+            + (f"-{core}{row.get('core_width')}" if core != "none" else "")
+            + f"/mb{row['num_minibatches']}" + (f"/{seeds}seeds" if seeds > 1 else ""))
 
 
 def print_row(row: dict) -> None:
@@ -190,9 +195,13 @@ def select_rows(rows: list[dict], selector: str) -> list[dict]:
     return labelled or [r for r in rows if str(r.get("commit", "")).startswith(selector)]
 
 
+# A key field's value in rows written before the field existed.
+KEY_DEFAULTS = {"env": "hackmatrix",  # env-only rows of benchmark_env.py carry no "env"
+                "recurrent_core": "none"}
+
+
 def config_key(row: dict) -> tuple:
-    env = row.get("env", "hackmatrix")  # env-only rows of benchmark_env.py carry no "env"
-    return tuple(env if name == "env" else row.get(name) for name in CONFIG_KEY_FIELDS)
+    return tuple(row.get(name, KEY_DEFAULTS.get(name)) for name in CONFIG_KEY_FIELDS)
 
 
 def compare(ledger: str, a: str, b: str) -> int:
@@ -296,6 +305,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--cell-features", type=int, help="egocentric per-cell embedding width")
     parser.add_argument("--hidden-width", type=int, help="default: the trainer's")
     parser.add_argument("--hidden-depth", type=int, help="default: the trainer's")
+    parser.add_argument("--recurrent-core", choices=("none", "gru"),
+                        help="train mode: a GRU between torso and heads (default: the "
+                             "trainer's, none)")
+    parser.add_argument("--core-width", type=int, help="GRU width (default: the trainer's)")
     parser.add_argument("--num-minibatches", type=int,
                         help="default: auto-scaled for the batch, as the trainer does")
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
