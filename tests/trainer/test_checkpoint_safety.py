@@ -14,15 +14,19 @@ are live: unpickled, each one does create its marker (so the tests above can fai
 
 import builtins
 import io
+import json
 import os
 import pickle
 import subprocess
 import sys
 
+import jax
 import msgpack
 import numpy as np
 import pytest
 
+from envs.hackmatrix import ENV_VERSION
+from envs.hackmatrix.viz.replay import RECORD_FORMAT, RECORD_VERSION
 from purejaxrl import distributed
 from purejaxrl.checkpoint import (CONVERTER, TRUST_FLAG, CheckpointError, checkpoint_record,
                                   encode_checkpoint, load_checkpoint, runner_state_template)
@@ -60,7 +64,6 @@ def pickle_payloads(marker) -> dict:
 def checkpoint_bytes(arrays_edit=None) -> bytes:
     """A well-formed checkpoint of the toy config (zero arrays), its arrays edited."""
     template = runner_state_template(CONFIG)
-    import jax
     state = jax.tree.map(lambda leaf: np.zeros(leaf.shape, leaf.dtype), template)
     record = checkpoint_record(config=CONFIG.to_dict(), update=0, env_steps=0, run_name="x",
                                wandb_run_id=None, elapsed_seconds=0.0)
@@ -120,9 +123,6 @@ def place(tmp_path, payload_name, placement) -> tuple[str, str]:
 
 def record_file(tmp_path) -> str:
     """A minimal valid episode record, so that --replay reaches the checkpoint."""
-    import json
-    from envs.hackmatrix import ENV_VERSION
-    from envs.hackmatrix.viz.replay import RECORD_FORMAT, RECORD_VERSION
     path = tmp_path / "record.json"
     path.write_text(json.dumps({"format": RECORD_FORMAT, "format_version": RECORD_VERSION,
                                 "env_version": ENV_VERSION, "env_options": {}, "seed": 0,

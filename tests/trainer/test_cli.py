@@ -9,15 +9,23 @@ seeds; output paths that cannot be written fail before any work."""
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 
+import msgpack
 import pytest
+
+from purejaxrl import train as train_module
+from purejaxrl.checkpoint import METRICS_FILE, load_checkpoint
+from purejaxrl.cli.evaluate import main as evaluate_main
+from purejaxrl.cli.train import build_parser, run_options_from_args
+from purejaxrl.cli.train import main as train_main
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, ConfigError, TrainConfig, validate_config
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 TRAIN = os.path.join(REPO_ROOT, "scripts", "train_purejaxrl.py")
 EVALUATE = os.path.join(REPO_ROOT, "scripts", "evaluate.py")
-from purejaxrl.cli.train import main as train_main  # noqa: E402
 
 TINY = ["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width", "16",
         "--hidden-depth", "1", "--no-wandb", "--max-episode-steps", "6"]
@@ -89,7 +97,6 @@ def test_bad_flags_are_one_line_at_parse_time(args, message, tmp_path, capsys):
 
 def test_non_finite_hyperparameters_are_refused_by_validation():
     """The same rule for configs built in code (train() validates before any work)."""
-    from purejaxrl.config import ConfigError, TrainConfig, validate_config
     for field in ("lr", "gamma", "gae_lambda", "clip_eps", "ent_coef", "vf_coef",
                   "max_grad_norm"):
         for value in (float("inf"), float("-inf"), float("nan")):
@@ -99,7 +106,6 @@ def test_non_finite_hyperparameters_are_refused_by_validation():
 
 
 def test_uneven_split_over_devices_is_refused():
-    from purejaxrl.config import ConfigError, TrainConfig, validate_config
     with pytest.raises(ConfigError, match="cannot be split evenly over 3 devices"):
         validate_config(TrainConfig(num_envs=8, num_devices=3))
 
@@ -155,7 +161,6 @@ def test_resume_of_a_finished_run_says_it_is_complete(cli_run, capsys):
 def test_a_larger_budget_extends_a_finished_run_in_its_directory(cli_run, tmp_path, capsys):
     """A copy of the finished run outside ./checkpoints, resumed with --total-timesteps 160:
     it continues from update 3 to 5 in that directory (and nowhere else)."""
-    import shutil
     _, run_dir, _ = cli_run
     moved = tmp_path / "elsewhere" / "cli"
     shutil.copytree(run_dir, moved)
@@ -202,8 +207,6 @@ def test_a_new_run_never_writes_into_another_runs_directory(cli_run, capsys):
 def test_a_default_run_name_that_is_taken_gets_a_fresh_one(tmp_path):
     """Without --run-name a taken name (two runs started in the same second) is not refused:
     the run takes the next free suffix and says so."""
-    from purejaxrl import train as train_module
-    from purejaxrl.checkpoint import METRICS_FILE
     for name in ("same", "same-2"):
         (tmp_path / name).mkdir()
         (tmp_path / name / METRICS_FILE).write_text("{}\n")
@@ -246,7 +249,6 @@ def test_rounded_total_timesteps_and_stop_after_updates_are_said(tmp_path, capsy
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "empty_dir", "not_ours", "truncated",
                                   "pickle"])
 def test_bad_checkpoint_is_a_clean_error(kind, tmp_path, capsys):
-    import msgpack
     path = tmp_path / "checkpoint_7.msgpack"
     if kind == "corrupt":
         path.write_bytes(b"\xc1 this is not msgpack")
@@ -276,7 +278,6 @@ def test_a_corrupt_newest_checkpoint_falls_back_to_the_previous(tmp_path, capsys
     """A run saved at updates 1 and 2 whose checkpoint_2 is cut short: loading its directory
     takes checkpoint_1 with a warning naming the damaged file, and --resume continues from it
     (the run then has update 2 to do again)."""
-    from purejaxrl.checkpoint import load_checkpoint
     common = ["--no-wandb", "--quiet", "--compile-cache-dir", str(tmp_path / "cache")]
     assert train_main([*TINY, *common, "--total-timesteps", "64", "--save-interval", "1",
                        "--checkpoint-dir", str(tmp_path), "--run-name", "r"]) == 0
@@ -339,8 +340,6 @@ def test_evaluate_reports_return_and_length_on_a_gymnax_env():
 
 def test_defaults_wandb_on_checkpoint_upload_off_and_persistent_compile_cache_on(capsys):
     """Checkpoints go to wandb only with --wandb-checkpoints (which needs wandb)."""
-    from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR
-    from purejaxrl.cli.train import build_parser, run_options_from_args
     options = run_options_from_args(build_parser().parse_args([]))
     assert options.wandb and not options.artifact and options.wandb_mode == "online"
     assert options.compile_cache_dir == DEFAULT_COMPILE_CACHE_DIR
@@ -354,8 +353,6 @@ def test_defaults_wandb_on_checkpoint_upload_off_and_persistent_compile_cache_on
 
 def test_help_states_the_defaults_that_train_config_defines():
     """The help text's defaults come from TrainConfig (defined once), so they cannot drift."""
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.cli.train import build_parser
     helps = {a.dest: a.help for a in build_parser()._actions}
     defaults = TrainConfig()
     assert helps["lr"].endswith(f"default {defaults.lr}")
@@ -392,7 +389,6 @@ def test_num_seeds_run_resumes_from_its_directory_and_each_seed_evaluates(tmp_pa
 @pytest.mark.parametrize("make", ["missing directory", "directory", "under a file"])
 def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, tmp_path,
                                                                          capsys):
-    from purejaxrl.cli.evaluate import main as evaluate_main
     blocker = tmp_path / "a-file"
     blocker.write_text("")
     path = {"missing directory": tmp_path / "nope" / "r.json", "directory": tmp_path,
@@ -411,7 +407,6 @@ def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, t
 def test_evaluate_refuses_bad_counts_before_any_work(flags, message, capsys):
     """One line, exit 2, nothing on stdout. --max-episode-steps is the env's time limit and
     bounds every evaluation loop, so the old separate cap --max-steps is gone."""
-    from purejaxrl.cli.evaluate import main as evaluate_main
     try:
         code = evaluate_main(["--policies", "random", *flags])
     except SystemExit as exit_:  # argparse

@@ -6,7 +6,11 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from purejaxrl import ppo
+from purejaxrl.checkpoint import load_checkpoint
 from purejaxrl.curriculum import FIRST_ARCHIVED_STAGE, curriculum_step, empty_archive
+from purejaxrl.train import train
+from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
 
 NUM_STAGES, SLOTS, N = 5, 2, 32  # stages 3..5 are archived
 
@@ -117,8 +121,6 @@ def test_rollout_leaves_episodes_started_from_the_archive_out_of_the_episode_sta
     """In the trainer's rollout (toy corridor): the first episode of every env is marked as
     started from the archive; the rollout counts exactly those ends as curriculum episodes and
     every other end as an episode (a share this small restarts nothing from the archive)."""
-    from purejaxrl import ppo
-    from tests.trainer.toy_run import CONFIG
     config = CONFIG.replace(curriculum_share=1e-9)
     env, env_params, network, optimizer, components = ppo.build(config)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
@@ -137,9 +139,6 @@ def test_rollout_leaves_episodes_started_from_the_archive_out_of_the_episode_sta
 def test_a_curriculum_run_resumes_bit_for_bit_with_its_archive(tmp_path, compile_cache_dir):
     """Toy corridor, every episode restarted from the archive where it can be: 3 updates,
     save, resume, 2 more == 5 in one run, archive included; part-games were counted apart."""
-    from purejaxrl.checkpoint import load_checkpoint
-    from purejaxrl.train import train
-    from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
     config = CONFIG.replace(curriculum_share=1.0, curriculum_slots=2)
     whole = train(config, options(tmp_path / "whole", compile_cache_dir))
     assert sum(r["curriculum/episodes"] for r in whole.records) > 0

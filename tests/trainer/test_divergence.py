@@ -13,10 +13,12 @@ import numpy as np
 import optax
 import pytest
 
+from envs import registry
 from purejaxrl import checkpoint as checkpoint_module
 from purejaxrl import ppo
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint
 from purejaxrl.cli.train import main as train_main
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.train import train
 from tests.trainer.toy_run import CONFIG, options
 
@@ -99,8 +101,6 @@ def test_a_saved_finite_state_is_named_not_written_again(saved_every_update):
 
 
 def test_nonfinite_bits_name_what_diverged_per_seed():
-    from envs import registry
-    from purejaxrl.env_protocol import TrainerEnv
     toy = TrainerEnv(*registry.make("toy"))
     metrics = ppo.UpdateMetrics.zeros(toy).replace(total_loss=jnp.float32(jnp.nan))
     params = {"w": jnp.ones(3)}

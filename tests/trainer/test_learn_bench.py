@@ -2,11 +2,18 @@
 same held-out boards, the baselines beside them, one ledger row per seed and per baseline, and
 a learning-curve PNG. (Learning results themselves live in the ledger and SPEC, not in tests.)"""
 
+import dataclasses
 import importlib.util
 import json
 import os
 
 import pytest
+
+from envs.hackmatrix import HackMatrix
+from purejaxrl import learning_benchmark
+from purejaxrl.config import RunOptions, TrainConfig
+from purejaxrl.learning_benchmark import evaluation_env, honest, run, summary_table
+from purejaxrl.train import train
 
 # Extended suite (`pytest -m slow`): learn_bench trains, evaluates and resumes in
 # subprocesses, about 70 s.
@@ -106,7 +113,6 @@ def test_the_summary_table_shows_the_closed_loop_judgement_and_stage_reach():
     """A row with both judgements is shown with the loop closed (its wins are the honest
     ones), R9 completions from the parity judgement beside it; rows older than the closed
     judgement fall back to the parity one."""
-    from purejaxrl.learning_benchmark import honest, summary_table
     stages = [{"stage": k, "reached": r} for k, r in zip(range(1, 9),
                                                           (1, .9, .5, .25, .1, .05, .02, .01))]
 
@@ -145,13 +151,6 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     checkpoint (its curve joins the logged part and the rest), seed 3 trains; the baselines
     are not appended twice. A later resume that adds seed 0 draws the curves of every seed,
     the kept ones included, from its first drawing on."""
-    import dataclasses
-
-    from purejaxrl import learning_benchmark
-    from purejaxrl.config import RunOptions, TrainConfig
-    from purejaxrl.learning_benchmark import run
-    from purejaxrl.train import train
-
     # Episodes of at most 4 steps: every 8-step update ends some, so each has a curve point.
     config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
                          max_episode_steps=4, hidden_width=16, num_minibatches=4,
@@ -205,9 +204,6 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
 def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
     """Seeds and baselines are judged in the game itself: the env's own defaults (Swift's
     reward and rules, default time limit), not the training run's shaping, UNDO fix or limit."""
-    from envs.hackmatrix import HackMatrix
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.learning_benchmark import evaluation_env
     config = TrainConfig(env="hackmatrix", reward_shaping="potential", close_undo_exploit=True,
                          undo_pays_once=True, max_episode_steps=300, gamma=0.9)
     env, params = evaluation_env(config)

@@ -3,6 +3,7 @@ run of that seed would be, saved as its own single-seed checkpoint, and the mult
 resumes bit for bit from its directory."""
 
 import os
+import shutil
 
 import jax
 import numpy as np
@@ -103,7 +104,6 @@ def test_resume_of_the_run_directory_is_bit_for_bit(multi_run, tmp_path, compile
 def test_resume_takes_the_newest_update_every_seed_has(multi_run, tmp_path):
     """A stop between two seeds' writes leaves one seed a save ahead: resume goes back to the
     last update both have."""
-    import shutil
     run_dir = tmp_path / "run"
     shutil.copytree(multi_run.run_dir, run_dir)
     os.remove(run_dir / f"seed-{SEEDS[1]}" / "checkpoint_5.msgpack")
@@ -111,7 +111,6 @@ def test_resume_takes_the_newest_update_every_seed_has(multi_run, tmp_path):
 
 
 def test_seed_directories_of_other_runs_are_refused(multi_run, tmp_path):
-    import shutil
     run_dir = tmp_path / "run"
     shutil.copytree(multi_run.run_dir, run_dir)
     os.rename(run_dir / f"seed-{SEEDS[1]}", run_dir / "seed-9")

@@ -5,7 +5,10 @@ import jax
 import numpy as np
 import pytest
 
-from purejaxrl.evaluation import END_CAUSES, end_causes, format_stage_report, stage_report
+from envs import registry
+from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.evaluation import (END_CAUSES, end_causes, format_stage_report, play_episodes,
+                                  stage_report)
 
 STAGE_BINS = 4  # stages 0..3
 
@@ -67,9 +70,6 @@ def test_heuristic_games_report_consistent_stages_and_resources():
     """On HackMatrix (a few heuristic games): the report's stage-1 reach is 1, reach never
     grows with the stage, the ended games of all stages add up to the games that did not win,
     and the steps per stage add up to the episode lengths."""
-    from envs import registry
-    from purejaxrl.env_protocol import TrainerEnv
-    from purejaxrl.evaluation import play_episodes
     env = TrainerEnv(*registry.make("hackmatrix", close_undo_exploit=True))
     results = jax.device_get(jax.jit(lambda key: play_episodes(
         env, env.default_params, env.heuristic_policy(), key, 8, 400))(

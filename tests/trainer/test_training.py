@@ -2,15 +2,21 @@
 a partial one, metrics per chunk, checkpoints (atomic, keep-last-N, SIGINT), and resume that is
 bit-for-bit identical to an uninterrupted run."""
 
+import json
 import os
 import signal
 
 import jax
+import msgpack
 import numpy as np
 import pytest
 
-from purejaxrl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
+from purejaxrl import checkpoint as checkpoint_module
+from purejaxrl import ppo
+from purejaxrl.checkpoint import (CHECKPOINT_FORMAT, CHECKPOINT_VERSION, CheckpointError,
+                                  list_checkpoints, load_checkpoint)
 from purejaxrl.config import ConfigError, TrainConfig
+from purejaxrl.evaluation import make_policy_comparison, random_policy, summarize_episodes
 from purejaxrl.logger import RunLogger
 from purejaxrl import train as train_module
 from purejaxrl.train import train
@@ -180,7 +186,6 @@ def test_wandb_offline_run_id_is_kept_across_resume(tmp_path, compile_cache_dir,
 def test_runner_state_is_donated_to_the_chunk(full_run):
     """The chunk consumes its input buffers (donate_argnums): the old runner state is deleted,
     so device memory holds one runner state, not two."""
-    from purejaxrl import ppo
     env, env_params, network, optimizer, components = ppo.build(CONFIG)
     runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components),
                                    full_run.chunk.mesh)
@@ -193,7 +198,6 @@ def test_checkpoint_write_is_atomic(full_run, tmp_path, monkeypatch):
     """A write that fails midway (here: the data is written, its fsync fails) leaves neither a
     checkpoint under the final name nor a temp file; the previous checkpoint stays loadable;
     the error names the file."""
-    from purejaxrl import checkpoint as checkpoint_module
     state = jax.device_get(full_run.runner_state)
     fields = dict(config=CONFIG.to_dict(), env_steps=160, run_name="r", wandb_run_id=None,
                   elapsed_seconds=0.0, keep=5, runner_state=state)
@@ -215,9 +219,6 @@ def test_checkpoint_holds_plain_data_and_json_metadata(full_run):
     """The file is a msgpack map of four entries: format, version, JSON metadata (config,
     counters, run name, versions) and one [dtype, shape, bytes] entry per runner-state leaf,
     keyed by its pytree path; every dtype is a plain number type."""
-    import json
-    import msgpack
-    from purejaxrl.checkpoint import CHECKPOINT_FORMAT, CHECKPOINT_VERSION
     with open(full_run.last_checkpoint, "rb") as handle:
         top = msgpack.unpackb(handle.read(), raw=False)
     assert (top["format"], top["format_version"]) == (CHECKPOINT_FORMAT, CHECKPOINT_VERSION)
@@ -233,7 +234,6 @@ def test_checkpoint_holds_plain_data_and_json_metadata(full_run):
 def test_a_checkpoint_of_another_code_version_is_refused_by_name(full_run, tmp_path):
     """Loading fills this code's runner state: a leaf missing from the file, or one whose
     shape differs, is an error naming the leaf, never a silently wrong state."""
-    import msgpack
     with open(full_run.last_checkpoint, "rb") as handle:
         top = msgpack.unpackb(handle.read(), raw=False)
     key = next(k for k in top["arrays"] if k.endswith("['kernel']"))
@@ -252,8 +252,6 @@ def test_ppo_learns_the_toy_corridor(tmp_path, compile_cache_dir):
     """End-to-end sanity of the loss signs: 40 updates of PPO on the toy corridor earn clearly
     more per episode than the uniformly random legal policy on the same env (shooting at cell 3
     pays 0.15 - 0.01 per step, so a 16-step episode can earn about 1.5 more than walking)."""
-    from purejaxrl import ppo
-    from purejaxrl.evaluation import make_policy_comparison, random_policy, summarize_episodes
     config = TrainConfig(env="toy", num_envs=8, num_steps=16, num_minibatches=4,
                          update_epochs=4, total_timesteps=40 * 128, hidden_width=32,
                          hidden_depth=1, lr=3e-3)

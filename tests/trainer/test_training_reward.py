@@ -6,7 +6,10 @@ off."""
 import jax.numpy as jnp
 import numpy as np
 
+from envs import registry
+from envs.hackmatrix import REWARD_COMPONENTS, HackMatrix
 from purejaxrl.config import TrainConfig
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.ppo import ReturnStatistics, reward_scale, update_return_statistics
 
 
@@ -37,8 +40,6 @@ def test_progress_training_reward_drops_timing_only_components_and_spending_pena
     """HackMatrix's hook: a death step on stage 3 next to a siphon-spawned enemy
     (programs-rewards-observation §8.11's -12.51 example) pays only the step penalty under
     "progress"; a step that spends resources is not penalised, one that gains them is paid."""
-    from envs.hackmatrix import REWARD_COMPONENTS, HackMatrix
-
     def training_reward(config, reward, breakdown):
         return HackMatrix.training_rewards[config.training_reward](reward, breakdown)
 
@@ -59,8 +60,6 @@ def test_the_trainer_offers_env_and_the_envs_training_rewards_over_any_batch():
     """"env" is the reward as it is; an env's training reward (the toy's "progress": without
     the death penalty) is applied to every env of a batch; an env without training rewards
     offers "env" only."""
-    from envs import registry
-    from purejaxrl.env_protocol import TrainerEnv
     toy = TrainerEnv(*registry.make("toy"))
     assert toy.training_reward_names == ("env", "progress")
     breakdown = {name: jnp.zeros((2, 3)) for name in toy.reward_components}
