@@ -91,7 +91,7 @@ class TrainConfig:
     # PPO
     lr: float = struct.field(pytree_node=False, default=5e-4)
     anneal_lr: bool = struct.field(pytree_node=False, default=True)
-    gamma: float = struct.field(pytree_node=False, default=0.99)
+    gamma: float = struct.field(pytree_node=False, default=0.995)
     gae_lambda: float = struct.field(pytree_node=False, default=0.95)
     clip_eps: float = struct.field(pytree_node=False, default=0.2)
     clip_value_loss: bool = struct.field(pytree_node=False, default=False)
