@@ -68,29 +68,43 @@ def default_run_name(config: TrainConfig) -> str:
 
 class StopSignal:
     """SIGINT, SIGTERM and SIGHUP (the terminal closed) ask the loop to save a checkpoint when
-    the current chunk ends and to stop; ``on_request(signum)`` answers at once (what will happen
-    and about when). A second SIGINT (Ctrl-C again) calls ``on_abandon()`` and ends the process
-    at once without saving, exit status 130; a repeated SIGTERM or SIGHUP changes nothing.
-    SIGHUP stays ignored where it was ignored at start (``nohup``)."""
+    the current chunk ends and to stop. A second SIGINT (Ctrl-C again) calls ``on_abandon()``
+    and ends the process at once without saving, exit status 130; a repeated SIGTERM or SIGHUP
+    changes nothing. SIGHUP stays ignored where it was ignored at start (``nohup``).
+
+    The handler only records the signal: ``on_request(signum)`` (the notice of what will happen
+    and about when) runs from ``check()``, which the main loop calls at safe points, at least
+    every 0.1 s while a chunk runs. A handler runs on the main thread between any two bytecodes,
+    also inside a ``with lock:`` or a write to stdout; a notice printed from there could wait
+    forever on a lock its own thread holds, or break the stream it interrupted."""
 
     def __init__(self, on_request: Callable[[int], None] = lambda signum: None,
                  on_abandon: Callable[[], None] = lambda: None):
         self.signum: Optional[int] = None  # the first stop signal received
         self._on_request = on_request
         self._on_abandon = on_abandon
+        self._announced = False
         self._previous = {}
 
     @property
     def requested(self) -> bool:
         return self.signum is not None
 
+    def check(self) -> bool:
+        """Whether a stop was requested; announces it (once) on the calling thread."""
+        if self.signum is not None and not self._announced:
+            self._announced = True
+            self._on_request(self.signum)
+        return self.requested
+
     def _handle(self, signum, frame):
         if self.signum is None:
             self.signum = signum
-            self._on_request(signum)
         elif signum == signal.SIGINT:
-            self._on_abandon()
-            os._exit(128 + signal.SIGINT)  # no cleanup, no save: what "stop now" means
+            try:  # best effort: "stop now" must not wait on the interrupted code's locks
+                self._on_abandon()
+            finally:
+                os._exit(128 + signal.SIGINT)  # no cleanup, no save: what "stop now" means
 
     def __enter__(self):
         for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP):
@@ -119,11 +133,13 @@ def next_chunk_size(update: int, limit: int, intervals) -> int:
     return min([limit] + [end - update for end in ends])
 
 
-def run_chunk_interruptibly(chunk: ppo.UpdateChunk, runner: ppo.RunnerState, num_active: int):
+def run_chunk_interruptibly(chunk: ppo.UpdateChunk, runner: ppo.RunnerState, num_active: int,
+                            while_waiting: Callable[[], object] = lambda: None):
     """(runner, metrics as host arrays) after ``num_active`` updates, computed on a worker
-    thread while the main thread waits in short steps, so that a signal handler (the stop
-    notice, a second Ctrl-C) runs at once: a chunk with a host callback executes inside its call
-    on the CPU, where the handler would otherwise wait for the whole chunk."""
+    thread while the main thread waits in short steps, calling ``while_waiting()`` after each,
+    so that a signal handler (a second Ctrl-C) and the stop notice run at once: a chunk with a
+    host callback executes inside its call on the CPU, where the handler would otherwise wait
+    for the whole chunk."""
     outcome = {}
 
     def work():
@@ -137,6 +153,7 @@ def run_chunk_interruptibly(chunk: ppo.UpdateChunk, runner: ppo.RunnerState, num
     worker.start()
     while worker.is_alive():
         worker.join(timeout=0.1)
+        while_waiting()
     if "error" in outcome:
         raise outcome["error"]
     return outcome["value"]
@@ -485,7 +502,7 @@ class _Run:
                               f"{self.compile_seconds:.1f}s"
                               + (" (live progress: not kept in the compile cache)"
                                  if self.live_progress else ""))
-        return self.update < self.session_end and distributed.agree_any([stop.requested])[0]
+        return self.update < self.session_end and distributed.agree_any([stop.check()])[0]
 
     def run_chunks(self, stop, stopping: bool) -> bool:
         """Run chunks until the session's last update or a stop; after each: save (first, so
@@ -499,7 +516,8 @@ class _Run:
                 (options.save_interval, options.eval_interval))
             self.progress.chunk_started(self.update, self.update + num_active)
             start = time.perf_counter()
-            self.runner, metrics = run_chunk_interruptibly(self.chunk, self.runner, num_active)
+            self.runner, metrics = run_chunk_interruptibly(self.chunk, self.runner, num_active,
+                                                            while_waiting=stop.check)
             seconds = time.perf_counter() - start
             self.train_seconds += seconds
             done, failed = self.chunk_outcome(metrics, num_active)
@@ -512,7 +530,7 @@ class _Run:
             due_by_updates = options.save_interval and self.update % options.save_interval == 0
             due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
             # Clocks and signals are per process: agree, so all processes save together.
-            stopping, due_by_time = distributed.agree_any([stop.requested, due_by_time])
+            stopping, due_by_time = distributed.agree_any([stop.check(), due_by_time])
             saved = None  # the paths written now (process 0)
             saving = due_by_updates or due_by_time or stopping or self.update == self.session_end
             if saving:
@@ -525,7 +543,7 @@ class _Run:
             # A signal that came while this chunk was being reported stops here, not a chunk
             # later.
             if not stopping and self.update < self.session_end \
-                    and distributed.agree_any([stop.requested])[0]:
+                    and distributed.agree_any([stop.check()])[0]:
                 stopping = True
                 if not saving:
                     self.report_saved(self.save())
@@ -616,6 +634,7 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     try:
         with StopSignal(run.announce_stop, run.announce_abandon) as stop:
             interrupted = run.run_chunks(stop, stopping=run.compile(stop))
+            stop.check()  # a signal during the last save: the run ended anyway, say so
             if interrupted:
                 run.announce_end(stop)
             stop_signal = stop.signum if interrupted else None

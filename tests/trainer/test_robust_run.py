@@ -37,7 +37,7 @@ from purejaxrl import backend
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint
 from purejaxrl.config import TrainConfig
 from purejaxrl.logger import Console, Progress, RunLogger
-from purejaxrl.train import next_chunk_size, train
+from purejaxrl.train import StopSignal, next_chunk_size, train
 from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -142,6 +142,36 @@ def test_sigterm_and_sighup_save_at_the_chunk_end(signum, tmp_path, compile_cach
         signal.signal(signum, previous)
     assert result.interrupted and result.stop_signal == signum and result.updates_done == 2
     assert [u for u, _ in list_checkpoints(result.run_dir)] == [2]
+
+
+def test_the_signal_handler_defers_the_stop_notice():
+    """Rule: the handler only records the signal; the notice runs from ``check()`` on the main
+    loop, once. A handler runs between any two bytecodes of the main thread: had it printed the
+    notice there, a signal landing while the main thread held the progress lock (which the
+    notice reads) would deadlock the run (a CI run hung so after Ctrl-C)."""
+    progress_lock = threading.Lock()
+    notices = []
+
+    def notice(signum):  # reads the progress under its lock, as the run's notice does
+        if not progress_lock.acquire(timeout=1):
+            notices.append("deadlock: the lock is held by the code the handler interrupted")
+            return
+        try:
+            notices.append(signum)
+        finally:
+            progress_lock.release()
+
+    previous = signal.signal(signal.SIGTERM, signal.SIG_DFL)
+    try:
+        with StopSignal(notice) as stop:
+            with progress_lock:
+                os.kill(os.getpid(), signal.SIGTERM)
+                wait_for(lambda: stop.requested, "the handler", timeout=10)
+                assert notices == []
+            assert stop.check() and notices == [signal.SIGTERM]
+            assert stop.check() and notices == [signal.SIGTERM]  # announced once
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def test_sighup_ignored_at_start_stays_ignored(tmp_path, compile_cache_dir):
