@@ -17,8 +17,10 @@ and ``envs/hackmatrix/determinize.py``; SPEC §4.5).
   averaged over the worlds (a visited action's Q, else the root's value).
 
 ``make_search_policy`` returns a ``Policy`` (``act(key, obs, env_state) -> action`` for one
-env, as ``purejaxrl.evaluation``'s); ``play_boards`` plays one episode per board with a fixed
-number of boards in flight, so that an expensive policy is not run on boards that have ended.
+env, as ``purejaxrl.evaluation``'s), ``make_search_teacher`` the move with the search's policy
+target (expert iteration, ``purejaxrl/expert_iteration.py``); ``play_boards`` plays one
+episode per board with a fixed number of boards in flight, so that an expensive policy is not
+run on boards that have ended.
 """
 
 from __future__ import annotations
@@ -86,13 +88,23 @@ def _select(flag: jax.Array, new, old):
     return jax.tree.map(pick, new, old)
 
 
-def make_search_policy(model_env, model_params, settings: SearchSettings, *,
-                       prior_fn: Callable = uniform_prior, leaf_value: Callable = zero_value,
-                       reward_fn: Callable = env_reward, to_model: Callable = lambda s: s,
-                       sample_world: Optional[Callable] = None,
-                       allowed_actions: Optional[np.ndarray] = None):
-    """A ``Policy`` that searches ``settings.num_simulations`` simulations in each of
-    ``settings.num_worlds`` worlds before every move.
+def make_search_policy(model_env, model_params, settings: SearchSettings, **hooks):
+    """A ``Policy`` (``act(key, obs, env_state) -> action``) that searches before every move;
+    ``make_search_teacher``'s move without its policy target."""
+    teach = make_search_teacher(model_env, model_params, settings, **hooks)
+    return lambda key, obs, env_state: teach(key, obs, env_state)[0]
+
+
+def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
+                        prior_fn: Callable = uniform_prior, leaf_value: Callable = zero_value,
+                        reward_fn: Callable = env_reward, to_model: Callable = lambda s: s,
+                        sample_world: Optional[Callable] = None,
+                        allowed_actions: Optional[np.ndarray] = None):
+    """``teach(key, obs, env_state) -> (action, target)``: searches
+    ``settings.num_simulations`` simulations in each of ``settings.num_worlds`` worlds, plays
+    the aggregated move (module docstring) and gives the policy target of expert iteration:
+    Gumbel MuZero's improved policy (softmax of the prior logits plus the transformed completed
+    Q-values), averaged over the worlds, zero on illegal actions.
 
     ``model_env.step_env(key, state, action, params) -> (obs, state, reward, done, info)`` is
     the model; ``to_model(env_state)`` turns an evaluation state into a model state;
@@ -151,7 +163,8 @@ def make_search_policy(model_env, model_params, settings: SearchSettings, *,
             max_depth=settings.max_depth,
             max_num_considered_actions=settings.max_num_considered_actions,
             gumbel_scale=settings.gumbel_scale)
-        return aggregate_worlds(output, legal)
+        target = jnp.where(legal, jnp.mean(output.action_weights, axis=0), 0.0)
+        return aggregate_worlds(output, legal), target / jnp.sum(target)
 
     return act
 

@@ -1,5 +1,6 @@
 """The search agent (purejaxrl/search.py with envs/hackmatrix/search_hooks.py, SPEC §4.5): it
 plays only legal actions, finds a winning move with a uniform prior, is a function of its key,
+gives expert iteration a policy target over the legal actions,
 re-draws only what the player cannot see, and its evaluation loop plays the same boards as the
 other rows. One compiled search (8 simulations, 2 worlds, a batch of 4 boards) serves every
 search test; the evaluation-loop tests run on tiny in-test envs."""
@@ -63,12 +64,13 @@ def stack(states):
 
 @functools.cache
 def compiled_search():
-    """The fair search (re-drawn worlds), uniform prior, exit-distance leaf: jitted once."""
+    """The fair search (re-drawn worlds), uniform prior, exit-distance leaf, with its policy
+    target (the teacher of expert iteration; its move is the search policy's): jitted once."""
     settings = search.SearchSettings(num_simulations=8, num_worlds=2)
-    policy = search.make_search_policy(
+    teacher = search.make_search_teacher(
         settings=settings, prior_fn=search.uniform_prior,
         **search_hooks.make_hooks(ENV, fair=True, leaf="exit"))
-    return jax.jit(jax.vmap(policy))
+    return jax.jit(jax.vmap(teacher))
 
 
 def boards():
@@ -77,9 +79,11 @@ def boards():
 
 
 def run_search(seed):
+    """(actions, policy targets) on the four boards."""
     states, obs = boards()
-    return np.asarray(compiled_search()(jax.random.split(jax.random.PRNGKey(seed), 4), obs,
-                                        states))
+    actions, targets = compiled_search()(jax.random.split(jax.random.PRNGKey(seed), 4), obs,
+                                         states)
+    return np.asarray(actions), np.asarray(targets)
 
 
 # Extended suite (`pytest -m slow`): the search compiled on the four boards, about 85 s.
@@ -87,9 +91,15 @@ SLOW = pytest.mark.slow
 
 
 @pytest.fixture(scope="module")
-def searched():
-    """Actions of the compiled search on the four boards for seeds 0..3."""
+def searched_with_targets():
+    """(actions, policy targets) of the compiled search on the four boards, seeds 0..3."""
     return {seed: run_search(seed) for seed in range(4)}
+
+
+@pytest.fixture(scope="module")
+def searched(searched_with_targets):
+    """Actions of the compiled search on the four boards for seeds 0..3."""
+    return {seed: actions for seed, (actions, _) in searched_with_targets.items()}
 
 
 @SLOW
@@ -128,7 +138,20 @@ def test_search_never_selects_a_masked_action(searched):
 def test_search_is_deterministic_for_a_fixed_key(searched):
     """The same key gives the same actions (a fresh call, not a cached result)."""
     for seed in (0, 3):
-        assert run_search(seed).tolist() == searched[seed].tolist()
+        assert run_search(seed)[0].tolist() == searched[seed].tolist()
+
+
+@SLOW
+def test_policy_target_is_a_distribution_over_the_searchable_actions(searched_with_targets):
+    """Expert iteration's target: zero on masked actions and on UNDO (never searched), sums
+    to 1; on the winning board the winning move carries the most weight."""
+    _, obs = boards()
+    mask = np.asarray(obs.action_mask)
+    for actions, targets in searched_with_targets.values():
+        assert np.allclose(targets.sum(axis=1), 1.0, atol=1e-5)
+        assert (targets[~mask] == 0).all() and (targets >= 0).all()
+        assert (targets[:, PROGRAM_ACTION_OFFSET + UNDO] == 0).all()
+        assert targets[0].argmax() == RIGHT
 
 
 # ------------------------------------------------------------------ determinisation
