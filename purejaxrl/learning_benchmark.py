@@ -30,7 +30,7 @@ import numpy as np
 from envs import registry
 from purejaxrl import ppo
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
-from purejaxrl.config import RunOptions, TrainConfig
+from purejaxrl.config import ConfigError, RunOptions, TrainConfig
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
                                   random_policy, stage_report, summarize_episodes)
@@ -204,6 +204,18 @@ def finished_rows(ledger: Optional[str], label: str, tier: str) -> dict:
     return rows
 
 
+def check_new_label(ledger: Optional[str], label: str, tier: str, run_dirs: list[str]) -> None:
+    """A benchmark that is not resumed starts a new label: refuse (ConfigError, before any
+    work) a label with rows in the ledger or a run directory that already holds a run."""
+    if finished_rows(ledger, label, tier):
+        raise ConfigError(f"--label {label} ({tier}) already has rows in {ledger}: continue it "
+                          "with --resume, or choose another --label")
+    for run_dir in run_dirs:
+        if os.path.isdir(run_dir) and os.listdir(run_dir):
+            raise ConfigError(f"{run_dir} already holds a run: continue the benchmark with "
+                              "--resume, or choose another --label or --checkpoint-dir")
+
+
 def median(values):
     values = [v for v in values if v is not None]
     return float(np.median(values)) if values else None
@@ -324,6 +336,13 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     so a tier longer than one sitting finishes over several. Returns {"seeds": rows,
     "baselines": summaries, "table": text, "stop_signal": the signal that interrupted a
     training run, else None}."""
+    if vmap_seeds:
+        runs = [(config.replace(seed=seeds[0], num_seeds=len(seeds)), label)]
+    else:
+        runs = [(config.replace(seed=seed), f"{label}-s{seed}") for seed in seeds]
+    if not resume:
+        check_new_label(ledger, label, tier, [os.path.join(options.checkpoint_dir, name)
+                                              for _, name in runs])
     judge = make_judge(config, eval_episodes)
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
@@ -339,10 +358,6 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                      if f"baseline:{name}" not in done]
     if ledger:
         append_rows(ledger, baseline_rows)
-    if vmap_seeds:
-        runs = [(config.replace(seed=seeds[0], num_seeds=len(seeds)), label)]
-    else:
-        runs = [(config.replace(seed=seed), f"{label}-s{seed}") for seed in seeds]
     # Seeds kept from the ledger belong to every table and curve drawn, from the first one.
     rows_by_seed = {seed: done[seed] for seed in seeds if seed in done}
     stop_signal = None

@@ -11,6 +11,8 @@ Rules checked:
 * bad options are refused with one line and exit 2 before any work.
 """
 
+import json
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -150,3 +152,33 @@ def test_existing_output_and_missing_checkpoint_are_refused(tmp_path, capsys):
     assert ei_main(["--checkpoint", str(tmp_path / "nothing"), "--out", str(tmp_path / "x")]) == 2
     assert "does not exist" in capsys.readouterr().err
     assert (out / "expert_iteration.jsonl").read_text() == "{}\n"  # untouched
+
+
+@pytest.mark.slow  # extended suite: compiles the search on HackMatrix (about 2 minutes)
+def test_two_iterations_on_hackmatrix_write_a_checkpoint_that_plays(tmp_path):
+    """From an untrained HackMatrix checkpoint: two iterations with a tiny search, one metrics
+    line each, and a checkpoint the policy loader accepts whose parameters were fitted (they
+    differ from the source's) while the rest of the runner state is the source's."""
+    from purejaxrl.checkpoint import load_checkpoint, save_checkpoint
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.policy import load_policy
+
+    config = TrainConfig(num_envs=2, hidden_width=16, hidden_depth=1)
+    env, env_params, network, optimizer, components = ppo.build(config)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    source = str(tmp_path / "source")
+    save_checkpoint(source, runner_state=runner, config=config.to_dict(), update=0,
+                    env_steps=0, run_name="source", wandb_run_id=None, elapsed_seconds=0.0,
+                    keep=1)
+    out = tmp_path / "ei"
+    assert ei_main(["--checkpoint", source, "--out", str(out), "--num-envs", "2",
+                    "--num-steps", "2", "--minibatch-size", "4", "--simulations", "2",
+                    "--stop-after-iterations", "2"]) == 0
+    lines = (out / "expert_iteration.jsonl").read_text().splitlines()
+    assert [json.loads(line)["iteration"] for line in lines] == [1, 2]
+    fitted = load_policy(str(out)).params
+    before = jax.tree.leaves(jax.device_get(runner.params))
+    assert any(not np.array_equal(a, b) for a, b in zip(before, jax.tree.leaves(fitted)))
+    saved = load_checkpoint(str(out))
+    np.testing.assert_array_equal(np.asarray(saved["runner_state"].update_step),
+                                  np.asarray(runner.update_step))
