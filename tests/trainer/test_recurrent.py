@@ -25,7 +25,7 @@ from purejaxrl.networks import greedy_masked, log_prob_of, step_recurrent
 from purejaxrl.policy import load_policy
 from purejaxrl.train import train
 from envs.toy import EXIT_CELL, ToyState
-from tests.trainer.toy_run import assert_trees_equal, options
+from tests.trainer.toy_run import assert_trees_equal, options, rollout_setup
 
 CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=16, max_episode_steps=5, hidden_width=16,
                      hidden_depth=1, recurrent_core="gru", core_width=8, num_minibatches=2,
@@ -34,14 +34,10 @@ CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=16, max_episode_steps=5, h
 
 @pytest.fixture(scope="module")
 def built():
-    env, env_params, network, optimizer, components = ppo.build(CONFIG)
-    runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components))
-    collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
-                                        env_params=env_params, network=network,
-                                        reward_components=components))
+    setup = rollout_setup(CONFIG)
     # One step of the core for a batch of envs, jitted once for the tests that replay by hand.
-    step = jax.jit(functools.partial(step_recurrent, network))
-    return dict(env=env, network=network, runner=runner, collect=collect, step=step)
+    setup["step"] = jax.jit(functools.partial(step_recurrent, setup["network"]))
+    return setup
 
 
 @pytest.fixture(scope="module")

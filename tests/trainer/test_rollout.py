@@ -6,17 +6,16 @@ value of the final observation; episode statistics cover finished episodes only.
 The toy rewards depend on where the action was taken (envs/toy/corridor.py table), so an
 off-by-one pairing changes the numbers checked here."""
 
-import functools
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from purejaxrl import ppo
 from purejaxrl.config import TrainConfig
 from purejaxrl.networks import log_prob_of
 from envs.toy import EXIT_CELL, ToyState
+from tests.trainer.toy_run import rollout_setup
 
 # The env's own reward is the one stored and checked against the toy table below.
 CONFIG = TrainConfig(env="toy", num_envs=6, num_steps=48, max_episode_steps=7, hidden_width=16,
@@ -44,16 +43,10 @@ def toy_reward(features, action):
 
 @pytest.fixture(scope="module")
 def rollout():
-    env, env_params, network, optimizer, components = ppo.build(CONFIG)
-    runner = ppo.init_runner_state(CONFIG, env, env_params, network, optimizer, len(components))
-    collect = jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
-                                        env_params=env_params, network=network,
-                                        reward_components=components))
-    new_runner, transitions, stats, discounted = collect(runner)
-    return dict(env=env, env_params=env_params, network=network, components=components,
-                runner=runner, new_runner=new_runner,
-                transitions=jax.device_get(transitions), stats=jax.device_get(stats),
-                discounted=np.asarray(discounted))
+    setup = rollout_setup(CONFIG)
+    new_runner, transitions, stats, discounted = setup["collect"](setup["runner"])
+    return dict(setup, new_runner=new_runner, transitions=jax.device_get(transitions),
+                stats=jax.device_get(stats), discounted=np.asarray(discounted))
 
 
 def test_rollout_covers_terminations_and_truncations(rollout):

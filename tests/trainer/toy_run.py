@@ -3,10 +3,12 @@ set of run options, so that its update chunk compiles once per session (the comp
 serves every test, in-process or subprocess, that runs the same program)."""
 
 import dataclasses
+import functools
 
 import jax
 import numpy as np
 
+from purejaxrl import ppo
 from purejaxrl.config import RunOptions, TrainConfig
 
 # 4 envs x 8 steps = 32 samples per update; 5 updates in chunks of 2 = 2 + 2 + 1 (partial).
@@ -29,3 +31,15 @@ def assert_trees_equal(a, b):
     assert jax.tree.structure(a) == jax.tree.structure(b)
     for x, y in zip(jax.tree.leaves(a), jax.tree.leaves(b)):
         np.testing.assert_array_equal(np.asarray(x), np.asarray(y))
+
+
+def rollout_setup(config: TrainConfig) -> dict:
+    """What the rollout tests start from: the built env and network, the runner state before
+    the first update, and ``collect``, ``ppo.collect_rollout`` jitted for ``config``."""
+    env, env_params, network, optimizer, components = ppo.build(config)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    collect = jax.jit(functools.partial(ppo.collect_rollout, config=config, env=env,
+                                        env_params=env_params, network=network,
+                                        reward_components=components))
+    return dict(env=env, env_params=env_params, network=network, components=components,
+                runner=runner, collect=collect)
