@@ -26,6 +26,7 @@ run on boards that have ended.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Callable, Mapping, Optional
 
 import jax
@@ -49,6 +50,9 @@ class SearchSettings:
     max_depth: Optional[int] = None
     max_num_considered_actions: int = 16
     gumbel_scale: float = 1.0
+    # Weight of the completed Q-values (min-max normalised per node) against the prior logits,
+    # in the selection and in the improved policy: mctx's ``value_scale`` (its default 0.1).
+    value_scale: float = 0.1
 
     def __post_init__(self):
         if self.num_simulations < 1:
@@ -57,6 +61,8 @@ class SearchSettings:
             raise ValueError(f"num_worlds must be >= 1, got {self.num_worlds}")
         if not 0.0 <= self.gamma <= 1.0:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
+        if not self.value_scale > 0:
+            raise ValueError(f"value_scale must be > 0, got {self.value_scale}")
 
 
 def uniform_prior(obs) -> jax.Array:
@@ -162,7 +168,9 @@ def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
             num_simulations=settings.num_simulations, invalid_actions=many(~legal),
             max_depth=settings.max_depth,
             max_num_considered_actions=settings.max_num_considered_actions,
-            gumbel_scale=settings.gumbel_scale)
+            gumbel_scale=settings.gumbel_scale,
+            qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
+                                         value_scale=settings.value_scale))
         target = jnp.where(legal, jnp.mean(output.action_weights, axis=0), 0.0)
         return aggregate_worlds(output, legal), target / jnp.sum(target)
 

@@ -47,6 +47,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worlds searched per move (default 1)")
     search.add_argument("--information", choices=("fair", "perfect"), default="fair",
                         help="fair (default): hidden fields re-drawn; perfect: the true state")
+    search.add_argument("--value-scale", type=float, default=0.1,
+                        help="weight of the search's normalised Q-values against the prior "
+                        "logits in its move and target (mctx's value_scale, default 0.1)")
     search.add_argument("--leaf", choices=("exit", "rollout", "zero"), default="exit",
                         help="leaf value (default exit, as in evaluate.py's search rows)")
     fit = parser.add_argument_group("self-play and fit")
@@ -78,6 +81,8 @@ def arguments_error(args) -> str | None:
                 f"(--num-envs x --num-steps = {args.num_envs * args.num_steps})")
     if not args.lr > 0:
         return f"--lr must be > 0, got {args.lr}"
+    if not args.value_scale > 0:
+        return f"--value-scale must be > 0, got {args.value_scale}"
     if not os.path.exists(args.checkpoint):
         return f"--checkpoint {args.checkpoint} does not exist"
     if os.path.isfile(args.out) or (os.path.isdir(args.out) and os.listdir(args.out)):
@@ -121,7 +126,7 @@ def main(argv=None) -> int:
         minibatch_size=args.minibatch_size, lr=args.lr,
         replay_iterations=args.replay_iterations)
     search_settings = SearchSettings(num_simulations=args.simulations, num_worlds=args.worlds,
-                                     gamma=hooks.DEFAULT_GAMMA)
+                                     gamma=hooks.DEFAULT_GAMMA, value_scale=args.value_scale)
     search_hooks = hooks.make_hooks(env.env, fair=args.information == "fair", leaf=args.leaf)
 
     def teacher_for(params):

@@ -131,6 +131,7 @@ def test_minibatches_cover_every_sample_once_per_epoch():
     (["--minibatch-size", "2048"], "is larger than one iteration's moves"),
     (["--lr", "-1"], "--lr must be > 0"),
     (["--stop-after-iterations", "0"], "--stop-after-iterations must be >= 1"),
+    (["--value-scale", "0"], "--value-scale must be > 0"),
 ])
 def test_bad_options_are_refused_before_any_work(flags, message, tmp_path, capsys):
     checkpoint = tmp_path / "checkpoint_1.msgpack"
