@@ -21,11 +21,14 @@ from purejaxrl.checkpoint import CONVERTER, TRUST_FLAG, CheckpointError, load_ch
 from purejaxrl.config import FIELDS_ADDED_LATER
 from purejaxrl.train import train
 from scripts import convert_checkpoint
-from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
+from tests.trainer.toy_run import CONFIG as TOY_CONFIG
+from tests.trainer.toy_run import assert_trees_equal, options
 
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 BEFORE_ISSUE_15 = os.path.join(FIXTURES, "checkpoint_before_issue15.pkl")
 V1_TOY = os.path.join(FIXTURES, "checkpoint_v1_toy.pkl")
+# The fixture's run: toy_run.CONFIG with the defaults of its time (gamma was 0.99 until stop 34).
+CONFIG = TOY_CONFIG.replace(gamma=0.99)
 
 
 @pytest.mark.parametrize("fixture", [BEFORE_ISSUE_15, V1_TOY])
