@@ -131,7 +131,7 @@ def minibatches(data: dict, size: int, epochs: int, rng: np.random.Generator):
 
 def self_play_summary(moves: dict) -> dict:
     """What the self-play games of an iteration show: episodes ended, their mean stage and
-    win rate (nan where none ended), and the targets' sharpness."""
+    win rate (nan where none ended)."""
     done = np.asarray(moves["done"])
     ended = int(done.sum())
     stage = np.asarray(moves["stage"])[done]

@@ -151,7 +151,7 @@ def main(argv=None) -> int:
           f"{settings.num_envs} lanes x {settings.num_steps} moves) in {compile_s:.1f}s",
           flush=True)
 
-    def save(iteration: int, elapsed: float) -> str:
+    def save(elapsed: float) -> str:
         runner = checkpoint["runner_state"].replace(params=params)
         return save_checkpoint(args.out, runner_state=runner, config=checkpoint["config"],
                                update=checkpoint["update"], env_steps=checkpoint["env_steps"],
@@ -201,7 +201,7 @@ def main(argv=None) -> int:
             done = out_of_time or iteration == args.stop_after_iterations
             if done or now - last_save >= args.save_interval_minutes * 60:
                 try:
-                    path = save(iteration, now - run_start)
+                    path = save(now - run_start)
                 except CheckpointError as failure:
                     print(f"error: {failure}", file=sys.stderr)
                     return 1
