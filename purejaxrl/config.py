@@ -117,6 +117,11 @@ class TrainConfig:
     # carried per env and zeroed where an episode starts.
     recurrent_core: str = struct.field(pytree_node=False, default="none")
     core_width: int = struct.field(pytree_node=False, default=256)
+    # Backpropagation through time: each env's rollout is cut into windows of this many steps,
+    # which the update replays from the hidden state the rollout had at each window's start.
+    # None: one window of the whole rollout (PureJaxRL's ppo_rnn). Shorter windows make the
+    # update's sequential scan shorter and its minibatches wider (SPEC §4.2).
+    sequence_length: Optional[int] = struct.field(pytree_node=False, default=None)
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
@@ -144,6 +149,11 @@ class TrainConfig:
     def envs_per_device(self) -> int:
         return self.num_envs // self.num_devices
 
+    @property
+    def windows_per_env(self) -> int:
+        """The BPTT windows each env's rollout is cut into (1: the whole rollout)."""
+        return self.num_steps // (self.sequence_length or self.num_steps)
+
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
@@ -163,7 +173,7 @@ class TrainConfig:
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
                       "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
                       "curriculum_share": 0.0, "curriculum_slots": 64,
-                      "recurrent_core": "none", "core_width": 256}
+                      "recurrent_core": "none", "core_width": 256, "sequence_length": None}
 
 
 @dataclasses.dataclass
@@ -229,7 +239,8 @@ def auto_scale_for_batch_size(num_envs: int, num_steps: int,
                               num_minibatches: Optional[int] = None,
                               update_epochs: Optional[int] = None,
                               num_devices: int = 1,
-                              whole_sequences: bool = False) -> AutoScaled:
+                              whole_sequences: bool = False,
+                              sequence_length: Optional[int] = None) -> AutoScaled:
     """Derive minibatch count and epochs from the batch size (issue P2).
 
     Reference: 256 x 128 = 32768 samples, 4 minibatches of 8192, 4 epochs. A larger batch
@@ -237,12 +248,16 @@ def auto_scale_for_batch_size(num_envs: int, num_steps: int,
     count, and lowers the epochs in proportion to the batch growth, never below 2. A smaller
     batch keeps 4 minibatches and 4 epochs. The minibatch count is always a divisor of the
     per-device batch (each device shuffles and splits its own share), chosen nearest to the
-    target. With ``whole_sequences`` (a recurrent core: minibatches hold whole
-    env sequences) it is a divisor of the per-device env count instead. An explicitly passed
-    value wins for its own dimension only.
+    target. With ``whole_sequences`` (a recurrent core: minibatches hold whole sequences of
+    ``sequence_length`` steps, default the whole rollout) it is a divisor of the per-device
+    count of sequences instead. An explicitly passed value wins for its own dimension only.
     """
     batch = num_envs * num_steps
-    local_batch = (num_envs // num_devices) if whole_sequences else batch // num_devices
+    # A length that does not divide the rollout counts as one window; validate_config refuses it.
+    windows = (num_steps // sequence_length
+               if sequence_length and num_steps % sequence_length == 0 else 1)
+    local_batch = ((num_envs // num_devices) * windows if whole_sequences
+                   else batch // num_devices)
     if num_minibatches is None:
         if batch <= REFERENCE_BATCH:
             target = REFERENCE_MINIBATCHES
@@ -297,12 +312,22 @@ def validate_config(config: TrainConfig) -> None:
     need(config.recurrent_core in RECURRENT_CORE_CHOICES,
          f"--recurrent-core must be one of {RECURRENT_CORE_CHOICES}, got "
          f"{config.recurrent_core!r}")
+    if config.sequence_length is not None:
+        need(config.recurrent_core != "none",
+             "--sequence-length needs a recurrent core (--recurrent-core gru): a feed-forward "
+             "network has no sequence to cut")
+        need(isinstance(config.sequence_length, int) and config.sequence_length >= 1
+             and config.num_steps % config.sequence_length == 0,
+             f"--sequence-length must be a positive divisor of --num-steps "
+             f"({config.num_steps}), got {config.sequence_length!r}")
     if config.recurrent_core != "none":
-        # Minibatches hold whole sequences of envs (ppo.update_epochs), so they split envs.
-        need(config.envs_per_device % config.num_minibatches == 0,
-             f"--num-minibatches {config.num_minibatches} must divide the envs per device "
-             f"({config.envs_per_device}) with --recurrent-core {config.recurrent_core}: "
-             "minibatches hold whole env sequences")
+        # Minibatches hold whole sequences (ppo.sequence_minibatches), so they split those.
+        sequences = config.envs_per_device * config.windows_per_env
+        need(sequences % config.num_minibatches == 0,
+             f"--num-minibatches {config.num_minibatches} must divide the sequences per device "
+             f"({config.envs_per_device} envs x {config.windows_per_env} windows = "
+             f"{sequences}) with --recurrent-core {config.recurrent_core}: minibatches hold "
+             "whole sequences")
         need(not config.separate_torsos,
              f"--separate-torsos is not available with --recurrent-core "
              f"{config.recurrent_core}: actor and critic share the core (use "

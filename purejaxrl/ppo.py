@@ -11,7 +11,7 @@ rewards, metrics, stages).
 5. advantages                     ``normalize_rewards`` (running return std), ``compute_gae``
                                   (terminated / truncated / trace cut)
 6. loss and minibatch SGD         ``ppo_loss``, ``update_epochs`` (minibatches of steps, or of
-                                  whole env sequences with a recurrent core)
+                                  whole BPTT windows with a recurrent core)
 7. one update, K updates per jit  ``UpdateChunk`` (lax.scan of K updates under shard_map over
                                   all devices, runner state donated)
 
@@ -389,9 +389,11 @@ def episode_starts(runner: RunnerState) -> jax.Array | None:
 def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                     network: ActorCritic, reward_components: tuple[str, ...]):
     """``num_steps`` vectorised env steps. Returns the new runner state, the time-major
-    ``Transition`` batch, per-step statistics (arrays [T, N, ...]) and the discounted return
-    of each env after each step (f32[T, N], for reward normalisation). A recurrent core's
-    hidden state is zeroed before an episode's first step and carried otherwise."""
+    ``Transition`` batch, per-step statistics (arrays [T, N, ...]), the discounted return
+    of each env after each step (f32[T, N], for reward normalisation) and, with a recurrent
+    core, its hidden state at the start of each BPTT window (f32[T / sequence_length, N, C];
+    None without a core). The hidden state is zeroed before an episode's first step and
+    carried otherwise."""
 
     def step(runner: RunnerState, _):
         obs = runner.obs
@@ -470,9 +472,21 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                                 episode=episode, curriculum=archive, hidden=hidden)
         return runner, (transition, stats, discounted)
 
-    runner, (transitions, stats, discounted) = lax.scan(step, runner, None,
-                                                        length=config.num_steps)
-    return runner, transitions, stats, discounted
+    windows = config.windows_per_env if runner.hidden is not None else 1
+    if windows == 1:
+        window_hidden = None if runner.hidden is None else runner.hidden[None]
+        runner, (transitions, stats, discounted) = lax.scan(step, runner, None,
+                                                            length=config.num_steps)
+        return runner, transitions, stats, discounted, window_hidden
+
+    def window(runner: RunnerState, _):
+        start_hidden = runner.hidden
+        runner, outputs = lax.scan(step, runner, None, length=config.sequence_length)
+        return runner, (outputs, start_hidden)
+    runner, (outputs, window_hidden) = lax.scan(window, runner, None, length=windows)
+    transitions, stats, discounted = jax.tree.map(
+        lambda x: x.reshape((config.num_steps,) + x.shape[2:]), outputs)
+    return runner, transitions, stats, discounted, window_hidden
 
 
 # ---------------------------------------------------------------------------- 5. advantages
@@ -541,8 +555,9 @@ def normalize_advantages(advantages: jax.Array, axis_name: str | None) -> jax.Ar
 def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, targets,
              config: TrainConfig, initial_hidden=None):
     """The clipped PPO loss of a minibatch. A feed-forward minibatch holds steps; a recurrent
-    one holds whole sequences [T, n, ...] of n envs, whose core is replayed from
-    ``initial_hidden`` (f32[n, C], the rollout's start) with the recorded episode starts."""
+    one holds n sequences [L, n, ...] (BPTT windows), whose core is replayed from
+    ``initial_hidden`` (f32[n, C], the rollout's hidden state at each window's start) with the
+    recorded episode starts."""
     if initial_hidden is None:
         logits, value = network.apply(params, batch.obs)
     else:
@@ -593,31 +608,40 @@ def step_minibatches(transitions: Transition, advantages, targets, key, config: 
     return minibatches + (None,)
 
 
-def sequence_minibatches(transitions: Transition, advantages, targets, initial_hidden, key,
+def sequence_minibatches(transitions: Transition, advantages, targets, window_hidden, key,
                          config: TrainConfig):
-    """Recurrent: the envs shuffled and cut into ``num_minibatches`` groups, each holding its
-    envs' whole T-step sequences (time-major [T, n, ...]) and their hidden state at the
-    rollout's start, so the loss can replay the core exactly as the rollout ran it."""
-    permutation = jax.random.permutation(key, config.envs_per_device)
+    """Recurrent: each env's T steps cut into windows (``window_hidden`` f32[W, N, C], the
+    hidden state at each window's start: W = 1 is the whole rollout), the W * N sequences
+    shuffled and cut into ``num_minibatches`` groups, each time-major [T / W, n, ...] with the
+    hidden states its sequences start from, so the loss replays the core exactly as the
+    rollout ran it."""
+    windows = window_hidden.shape[0]
+    length = config.num_steps // windows
 
-    def by_env(x):  # [T, N, ...] -> [M, T, N/M, ...]
+    def by_window(x):  # [T, N, ...] -> [T/W, W*N, ...], sequence w*N + n = env n's window w
+        x = x.reshape((windows, length) + x.shape[1:])
+        return jnp.swapaxes(x, 0, 1).reshape((length, -1) + x.shape[3:])
+    sequences = jax.tree.map(by_window, (transitions, advantages, targets))
+    hidden = window_hidden.reshape((-1,) + window_hidden.shape[2:])
+    permutation = jax.random.permutation(key, hidden.shape[0])
+
+    def cut(x):  # [L, S, ...] -> [M, L, S/M, ...]
         x = x[:, permutation]
         x = x.reshape((x.shape[0], config.num_minibatches, -1) + x.shape[2:])
         return jnp.swapaxes(x, 0, 1)
-    sequences = jax.tree.map(by_env, (transitions, advantages, targets))
-    hidden = initial_hidden[permutation].reshape(
-        (config.num_minibatches, -1) + initial_hidden.shape[1:])
+    sequences = jax.tree.map(cut, sequences)
+    hidden = hidden[permutation].reshape((config.num_minibatches, -1) + hidden.shape[1:])
     return sequences + (hidden,)
 
 
 def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
                   config: TrainConfig, network: ActorCritic,
                   optimizer: optax.GradientTransformation, axis_name: str | None,
-                  initial_hidden=None):
+                  window_hidden=None):
     """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
     gradients are averaged over devices before each optimizer step. With a recurrent core
-    (``initial_hidden``: the hidden state at the rollout's start) minibatches are cut by env,
-    not by step."""
+    (``window_hidden``: the hidden state at each BPTT window's start) minibatches hold whole
+    sequences, not single steps."""
 
     def minibatch_step(carry, minibatch):
         params, opt_state = carry
@@ -633,10 +657,10 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         return (optax.apply_updates(params, updates), opt_state), aux
 
     def epoch(carry, epoch_key):
-        if initial_hidden is None:
+        if window_hidden is None:
             minibatches = step_minibatches(transitions, advantages, targets, epoch_key, config)
         else:
-            minibatches = sequence_minibatches(transitions, advantages, targets, initial_hidden,
+            minibatches = sequence_minibatches(transitions, advantages, targets, window_hidden,
                                                epoch_key, config)
         return lax.scan(minibatch_step, carry, minibatches)
 
@@ -665,9 +689,8 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     """One PPO update on this device's envs: rollout, GAE, epochs of minibatch SGD."""
     learning_rate = learning_rate_schedule(config)(
         runner.update_step * config.num_minibatches * config.update_epochs)
-    rollout_start_hidden = runner.hidden
-    runner, transitions, stats, discounted = collect_rollout(runner, config, env, env_params,
-                                                             network, reward_components)
+    runner, transitions, stats, discounted, window_hidden = collect_rollout(
+        runner, config, env, env_params, network, reward_components)
     _, _, last_value = apply_step(network, runner.params, runner.hidden, runner.obs,
                                   episode_starts(runner))
     rewards = transitions.reward
@@ -686,7 +709,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
         shuffle_key = jax.random.fold_in(shuffle_key, lax.axis_index(axis_name))
     params, opt_state, losses = update_epochs(
         runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
-        network, optimizer, axis_name, rollout_start_hidden)
+        network, optimizer, axis_name, window_hidden)
 
     sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
     if axis_name is not None:

@@ -30,10 +30,11 @@ CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
 # What identifies "the same configuration" across two ledger selections in --compare.
 CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count", "num_devices",
                      "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype",
-                     "encoder", "num_minibatches", "num_seeds", "recurrent_core")
+                     "encoder", "num_minibatches", "num_seeds", "recurrent_core",
+                     "sequence_length")
 # Train-mode options that default to the trainer's own defaults (TrainConfig) when not given.
 NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth", "recurrent_core",
-                   "core_width")
+                   "core_width", "sequence_length")
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -58,7 +59,8 @@ def train_config(args, num_envs: int, num_devices: int):
                          seed=args.seed, num_seeds=args.num_seeds, **network_choice)
     scaled = auto_scale_for_batch_size(num_envs, args.num_steps, args.num_minibatches,
                                        num_devices=num_devices,
-                                       whole_sequences=config.recurrent_core != "none")
+                                       whole_sequences=config.recurrent_core != "none",
+                                       sequence_length=config.sequence_length)
     updates = args.updates_per_chunk * (args.repeats + 1)
     config = config.replace(num_minibatches=scaled.num_minibatches,
                             update_epochs=scaled.update_epochs,
@@ -124,6 +126,7 @@ def bench_train(args, num_envs: int) -> dict:
         "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
         "encoder": config.encoder, "cell_features": config.cell_features,
         "recurrent_core": config.recurrent_core, "core_width": config.core_width,
+        "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds,
         "parameters": parameter_count(runner.params) // config.num_seeds,
@@ -160,6 +163,7 @@ def network_label(row: dict) -> str:
     core = row.get("recurrent_core", "none")
     return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
             + (f"-{core}{row.get('core_width')}" if core != "none" else "")
+            + (f"/L{row['sequence_length']}" if row.get("sequence_length") else "")
             + f"/mb{row['num_minibatches']}" + (f"/{seeds}seeds" if seeds > 1 else ""))
 
 
@@ -309,6 +313,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train mode: a GRU between torso and heads (default: the "
                              "trainer's, none)")
     parser.add_argument("--core-width", type=int, help="GRU width (default: the trainer's)")
+    parser.add_argument("--sequence-length", type=int,
+                        help="GRU: BPTT window in steps (default: the whole rollout)")
     parser.add_argument("--num-minibatches", type=int,
                         help="default: auto-scaled for the batch, as the trainer does")
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,

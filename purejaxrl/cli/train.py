@@ -57,7 +57,7 @@ _CONFIG_FLAGS = (
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
-    "core_width", "num_devices", "seed", "num_seeds")
+    "core_width", "sequence_length", "num_devices", "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -135,8 +135,13 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--recurrent-core", choices=RECURRENT_CORE_CHOICES,
                      help="none: feed-forward; gru: a GRU cell between the torso and the heads, "
                           "its hidden state carried per env and zeroed at episode starts "
-                          "(minibatches then hold whole env sequences)")
+                          "(minibatches then hold whole sequences)")
     net.add_argument("--core-width", type=int, help="features of the recurrent core")
+    net.add_argument("--sequence-length", type=int,
+                     help="with a recurrent core: backpropagation-through-time window; each "
+                          "env's rollout is cut into windows of this many steps, each replayed "
+                          "from the hidden state the rollout had at its start (a divisor of "
+                          "--num-steps; default: the whole rollout)")
     run = parser.add_argument_group("run management")
     run.add_argument("--run-name", help="default <env>-ppo-s<seed>-<time>; a name whose "
                      "directory holds another run is refused")
@@ -229,7 +234,8 @@ def config_from_args(args, base: TrainConfig | None, devices: int, say=print,
     scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
                                        explicit.get("num_minibatches"),
                                        explicit.get("update_epochs"), config.num_devices,
-                                       whole_sequences=config.recurrent_core != "none")
+                                       whole_sequences=config.recurrent_core != "none",
+                                       sequence_length=config.sequence_length)
     say(f"batch {config.num_envs} envs x {config.num_steps} steps = "
         f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
     return config.replace(num_minibatches=scaled.num_minibatches,

@@ -44,12 +44,13 @@ def built():
 def rollouts(built):
     """Two consecutive rollouts from the start of training: the second starts from a hidden
     state the first carried (not zeros)."""
-    first_runner, first, first_stats, _ = built["collect"](built["runner"])
-    second_runner, second, second_stats, _ = built["collect"](first_runner)
+    first_runner, first, first_stats, _, first_windows = built["collect"](built["runner"])
+    second_runner, second, second_stats, _, second_windows = built["collect"](first_runner)
     return [dict(start=built["runner"], transitions=jax.device_get(first),
-                 stats=jax.device_get(first_stats), end=first_runner),
+                 stats=jax.device_get(first_stats), end=first_runner, windows=first_windows),
             dict(start=first_runner, transitions=jax.device_get(second),
-                 stats=jax.device_get(second_stats), end=second_runner)]
+                 stats=jax.device_get(second_stats), end=second_runner,
+                 windows=second_windows)]
 
 
 def test_runner_state_carries_a_zero_hidden_state_per_env(built):
@@ -137,10 +138,14 @@ def test_sequence_replay_reproduces_the_rollout(built, rollouts):
     transitions = jax.tree.map(jnp.asarray, rollout["transitions"])
     advantages = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
 
+    # Without --sequence-length the rollout is one window, which starts from its start state.
+    np.testing.assert_array_equal(rollout["windows"], rollout["start"].hidden[None])
+
     @jax.jit
     def replay(transitions, start_hidden):
         batches, _, _, hidden = ppo.sequence_minibatches(
-            transitions, advantages, advantages, start_hidden, jax.random.PRNGKey(3), CONFIG)
+            transitions, advantages, advantages, start_hidden[None], jax.random.PRNGKey(3),
+            CONFIG)
 
         def one(batch, hidden):
             _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
@@ -172,11 +177,102 @@ def test_masked_actions_are_never_sampled(rollouts):
         assert legal.all() and rollout["stats"]["masked_actions_sampled"].sum() == 0
 
 
+WINDOWED = CONFIG.replace(sequence_length=4)  # 16-step rollouts cut into 4 windows
+
+
+@pytest.fixture(scope="module")
+def windowed_rollout(built, rollouts):
+    """The second rollout of ``rollouts`` collected again under ``--sequence-length 4`` (same
+    parameters, same start state)."""
+    collect = rollout_setup(WINDOWED)["collect"]
+    _, transitions, _, _, windows = collect(rollouts[1]["start"])
+    return dict(transitions=jax.device_get(transitions), windows=np.asarray(windows))
+
+
+def carried_hidden_before_each_step(built, start_hidden, transitions):
+    """The hidden state the rollout carries into each step (before that step's zeroing at an
+    episode start), replayed by hand: f32[T, N, C]."""
+    params, step = built["runner"].params, built["step"]
+    hidden, before = start_hidden, []
+    for s in range(CONFIG.num_steps):
+        before.append(np.asarray(hidden))
+        obs = jax.tree.map(lambda x: x[s], transitions.obs)
+        hidden, _, _ = step(params, hidden, obs, jnp.asarray(transitions.episode_start[s]))
+    return np.stack(before)
+
+
+def test_windows_leave_the_rollout_unchanged_and_start_from_the_carried_state(
+        built, rollouts, windowed_rollout):
+    """BPTT windows change only what the update replays: the windowed rollout takes the same
+    actions with the same log-probs and values as the whole-rollout one, and window w's
+    hidden state is the one the rollout carried into step w * sequence_length (not zeros:
+    the core is handed over from window to window)."""
+    whole, windowed = rollouts[1]["transitions"], windowed_rollout["transitions"]
+    np.testing.assert_array_equal(windowed.action, whole.action)
+    np.testing.assert_array_equal(windowed.episode_start, whole.episode_start)
+    np.testing.assert_allclose(windowed.log_prob, whole.log_prob, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(windowed.value, whole.value, rtol=1e-5, atol=1e-6)
+    carried = carried_hidden_before_each_step(built, rollouts[1]["start"].hidden, whole)
+    windows = windowed_rollout["windows"]
+    assert windows.shape == (4, CONFIG.num_envs, CONFIG.core_width)
+    np.testing.assert_allclose(windows, carried[::WINDOWED.sequence_length], rtol=1e-5,
+                               atol=1e-6)
+    assert np.abs(windows[1:]).max() > 0
+
+
+def test_windowed_replay_reproduces_the_rollout(built, windowed_rollout):
+    """The update's minibatches of windows (each replayed from its own start hidden state with
+    the recorded episode starts) give back the rollout's log-probs and values, so every
+    ratio is 1 before the first gradient step; every window of every env is in exactly one
+    minibatch, whole."""
+    network, params = built["network"], built["runner"].params
+    transitions = jax.tree.map(jnp.asarray, windowed_rollout["transitions"])
+    advantages = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
+
+    @jax.jit
+    def replay(transitions, windows):
+        batches, _, _, hidden = ppo.sequence_minibatches(
+            transitions, advantages, advantages, windows, jax.random.PRNGKey(4), WINDOWED)
+
+        def one(batch, hidden):
+            _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
+            _, aux = ppo.ppo_loss(params, network, batch, jnp.ones(batch.value.shape),
+                                  jnp.zeros(batch.value.shape), WINDOWED, hidden)
+            return log_prob_of(logits, batch.mask, batch.action), value, batch, aux
+        return jax.vmap(one)(batches, hidden)
+
+    log_prob, value, batches, aux = replay(transitions, windowed_rollout["windows"])
+    sequences = CONFIG.num_envs * 4
+    assert log_prob.shape == (WINDOWED.num_minibatches, WINDOWED.sequence_length,
+                              sequences // WINDOWED.num_minibatches)
+    np.testing.assert_allclose(log_prob, batches.log_prob, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value, batches.value, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(aux["approx_kl"], 0.0, atol=1e-6)
+    # The windows' (step index within the rollout, env) pairs: each exactly once.
+    windows_of = np.asarray(transitions.action).reshape(4, WINDOWED.sequence_length, -1)
+    expected = windows_of.transpose(0, 2, 1).reshape(sequences, -1)
+    got = np.asarray(batches.action).transpose(0, 2, 1).reshape(sequences, -1)
+    assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, expected.tolist()))
+
+
+def test_sequence_length_validation():
+    """--sequence-length needs a recurrent core and must divide --num-steps; minibatches then
+    split the sequences (envs x windows), so 8 minibatches fit 4 envs x 4 windows."""
+    with pytest.raises(ConfigError, match="--sequence-length needs a recurrent core"):
+        validate_config(WINDOWED.replace(recurrent_core="none"))
+    for bad in (0, 5, 32):
+        with pytest.raises(ConfigError, match="positive divisor of --num-steps"):
+            validate_config(WINDOWED.replace(sequence_length=bad))
+    validate_config(WINDOWED.replace(num_minibatches=8))
+    with pytest.raises(ConfigError, match="must divide the sequences per device"):
+        validate_config(WINDOWED.replace(num_minibatches=32))
+
+
 def test_gru_config_validation():
     """With a GRU the minibatches split envs: num_envs per device must be divisible by
     num_minibatches; the core is shared, so separate torsos are refused; the choice and the
     width are checked."""
-    with pytest.raises(ConfigError, match="must divide the envs per device"):
+    with pytest.raises(ConfigError, match="must divide the sequences per device"):
         validate_config(CONFIG.replace(num_minibatches=8))
     with pytest.raises(ConfigError, match="--separate-torsos"):
         validate_config(CONFIG.replace(separate_torsos=True))
@@ -263,10 +359,11 @@ def test_gru_run_with_two_seeds_trains(tmp_path, compile_cache_dir):
 
 
 def test_cli_flags_and_auto_scaled_minibatches_split_envs():
-    """--recurrent-core gru --core-width N reach the config; the auto-scaled minibatch count
-    then divides the envs per device (here 6 envs x 1000 steps: 4 would divide the batch but
-    not the envs); without a core it is unchanged; an older checkpoint's config without the
-    fields reads as feed-forward."""
+    """--recurrent-core gru --core-width N --sequence-length L reach the config; the
+    auto-scaled minibatch count then divides the sequences per device (here 6 envs x 1000
+    steps: 4 would divide the batch but not the 6 whole-rollout sequences; it divides the 24
+    windows of 250); without a core it is unchanged; an older checkpoint's config without the
+    fields reads as feed-forward with whole-rollout windows."""
     from purejaxrl.cli.train import build_parser, config_from_args
     from purejaxrl.config import FIELDS_ADDED_LATER
 
@@ -278,11 +375,16 @@ def test_cli_flags_and_auto_scaled_minibatches_split_envs():
     assert (gru.recurrent_core, gru.core_width) == ("gru", 32)
     assert 6 % gru.num_minibatches == 0
     validate_config(gru.replace(separate_torsos=False))
+    # With 250-step windows the 6 envs hold 24 sequences: the count nearest 4 that divides them.
+    windowed = parsed("--recurrent-core", "gru", "--sequence-length", "250")
+    assert (windowed.sequence_length, windowed.num_minibatches, gru.num_minibatches) == (250, 4, 3)
+    validate_config(windowed)
     feed_forward = parsed()
     assert feed_forward.recurrent_core == "none" and feed_forward.num_minibatches == 4
     old = {k: v for k, v in TrainConfig().to_dict().items()
-           if k not in ("recurrent_core", "core_width")}
+           if k not in ("recurrent_core", "core_width", "sequence_length")}
     assert TrainConfig.from_dict(old).recurrent_core == "none"
+    assert TrainConfig.from_dict(old).sequence_length is None
     assert FIELDS_ADDED_LATER["core_width"] == 256
 
 

@@ -44,7 +44,7 @@ def toy_reward(features, action):
 @pytest.fixture(scope="module")
 def rollout():
     setup = rollout_setup(CONFIG)
-    new_runner, transitions, stats, discounted = setup["collect"](setup["runner"])
+    new_runner, transitions, stats, discounted, _ = setup["collect"](setup["runner"])
     return dict(setup, new_runner=new_runner, transitions=jax.device_get(transitions),
                 stats=jax.device_get(stats), discounted=np.asarray(discounted))
 
