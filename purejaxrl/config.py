@@ -122,6 +122,14 @@ class TrainConfig:
     # None: one window of the whole rollout (PureJaxRL's ppo_rnn). Shorter windows make the
     # update's sequential scan shorter and its minibatches wider (SPEC §4.2).
     sequence_length: Optional[int] = struct.field(pytree_node=False, default=None)
+    # Search distillation (kickstarting with a search teacher, SPEC §4.5): each update also
+    # fits the policy, with weight ``distill_coef``, to Gumbel MuZero's improved policy at
+    # every env's state after the rollout: a fair search of ``distill_simulations`` in
+    # ``distill_worlds`` re-drawn worlds, the network as prior (envs with search hooks).
+    # 0: off.
+    distill_coef: float = struct.field(pytree_node=False, default=0.0)
+    distill_simulations: int = struct.field(pytree_node=False, default=16)
+    distill_worlds: int = struct.field(pytree_node=False, default=1)
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
@@ -173,7 +181,8 @@ class TrainConfig:
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
                       "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
                       "curriculum_share": 0.0, "curriculum_slots": 64,
-                      "recurrent_core": "none", "core_width": 256, "sequence_length": None}
+                      "recurrent_core": "none", "core_width": 256, "sequence_length": None,
+                      "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1}
 
 
 @dataclasses.dataclass
@@ -332,6 +341,20 @@ def validate_config(config: TrainConfig) -> None:
              f"--separate-torsos is not available with --recurrent-core "
              f"{config.recurrent_core}: actor and critic share the core (use "
              "--no-separate-torsos)")
+    need(config.distill_coef >= 0, f"--distill-coef must be >= 0, got {config.distill_coef}")
+    if config.distill_coef > 0:
+        for name in ("distill_simulations", "distill_worlds"):
+            value = getattr(config, name)
+            need(isinstance(value, int) and value >= 1,
+                 f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        need(config.recurrent_core == "none",
+             "--distill-coef needs a feed-forward network (the search's prior); got "
+             f"--recurrent-core {config.recurrent_core}")
+        # Every minibatch fits an equal share of the envs' search targets.
+        need(config.envs_per_device % config.num_minibatches == 0,
+             f"--num-minibatches {config.num_minibatches} must divide the envs per device "
+             f"({config.envs_per_device}) with --distill-coef: each minibatch fits an equal "
+             "share of the envs' search targets")
     need(config.total_timesteps >= config.batch_size,
          f"--total-timesteps {config.total_timesteps} is smaller than one batch "
          f"({config.num_envs} envs x {config.num_steps} steps = {config.batch_size})")

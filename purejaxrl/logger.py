@@ -24,7 +24,8 @@ from purejaxrl.ppo import UpdateMetrics
 
 _LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
                 "approx_kl",
-                "clip_fraction", "grad_norm", "explained_variance", "learning_rate")
+                "clip_fraction", "grad_norm", "distill_loss", "distill_kl",
+                "explained_variance", "learning_rate")
 
 
 def _ratio(numerator: float, denominator: float) -> float | None:
@@ -71,6 +72,8 @@ def summarize_chunk(metrics: UpdateMetrics, env: TrainerEnv, batch_size: int) ->
     record["curriculum/episodes"] = float(total("curriculum_episodes"))
     for field in _LOSS_FIELDS:
         values = np.asarray(getattr(metrics, field))[active]
+        if field.startswith("distill_") and not values.any():
+            continue  # search distillation is off
         record[f"ppo/{field}"] = float(np.nanmean(values)) if np.isfinite(values).any() else None
     return record
 

@@ -39,11 +39,14 @@ from envs import registry
 from purejaxrl.config import ConfigError, TrainConfig, env_defaults
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.expert_iteration import policy_loss as distillation_loss
+from purejaxrl.search import SearchSettings, make_search_teacher, network_prior
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
                                 log_prob_of, make_network, masked_entropy, sample_masked)
 
 DEVICE_AXIS = "devices"
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
+DISTILL_KEY_TAG = 0xD157  # folds the distillation search's stream out of an update's key
 
 
 # ---------------------------------------------------------------------------- 1. environment
@@ -99,6 +102,9 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
         raise ConfigError(f"--encoder egocentric needs an env with a board view; "
                           f"{config.env!r} has none (use flat"
                           + (" or cnn)" if env.image_observation else ")"))
+    if config.distill_coef > 0 and env.search_hooks is None:
+        raise ConfigError(f"--distill-coef needs an env with search hooks (hackmatrix); "
+                          f"{config.env!r} has none")
     if config.encoder == "cnn" and not env.image_observation:
         raise ConfigError(f"--encoder cnn needs image observations [H, W, C]; {config.env!r} "
                           "has none (use flat)")
@@ -197,6 +203,10 @@ class UpdateMetrics:
     approx_kl: jax.Array
     clip_fraction: jax.Array
     grad_norm: jax.Array
+    # Search distillation (0 when off): the cross-entropy from the search's targets to the
+    # policy, and the part of it the policy can still remove (KL).
+    distill_loss: jax.Array
+    distill_kl: jax.Array
     explained_variance: jax.Array
     learning_rate: jax.Array
     # Non-zero where the update was undone because a value came out non-finite: the sum of
@@ -637,19 +647,30 @@ def sequence_minibatches(transitions: Transition, advantages, targets, window_hi
 def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
                   config: TrainConfig, network: ActorCritic,
                   optimizer: optax.GradientTransformation, axis_name: str | None,
-                  window_hidden=None):
+                  window_hidden=None, distill=None):
     """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
     gradients are averaged over devices before each optimizer step. With a recurrent core
     (``window_hidden``: the hidden state at each BPTT window's start) minibatches hold whole
-    sequences, not single steps."""
+    sequences, not single steps. With search distillation (``distill``: per env ``obs``,
+    ``target`` and ``mask``) every minibatch also fits an equal share of the targets,
+    weighted by ``distill_coef``."""
+
+    def loss(params, batch, adv, tgt, hidden, distilled):
+        total, aux = ppo_loss(params, network, batch, adv, tgt, config, hidden)
+        if distilled is None:
+            return total, dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0))
+        cross_entropy, fit = distillation_loss(network, params, distilled["obs"],
+                                               distilled["target"], distilled["mask"])
+        total = total + config.distill_coef * cross_entropy
+        return total, dict(aux, total_loss=total, distill_loss=cross_entropy,
+                           distill_kl=fit["kl"])
 
     def minibatch_step(carry, minibatch):
         params, opt_state = carry
-        batch, adv, tgt, hidden = minibatch
+        (batch, adv, tgt, hidden), distilled = minibatch
         if config.normalize_advantages:
             adv = normalize_advantages(adv, axis_name)
-        grads, aux = jax.grad(ppo_loss, has_aux=True)(params, network, batch, adv, tgt, config,
-                                                      hidden)
+        grads, aux = jax.grad(loss, has_aux=True)(params, batch, adv, tgt, hidden, distilled)
         if axis_name is not None:
             grads, aux = lax.pmean((grads, aux), axis_name)
         aux["grad_norm"] = optax.tree.norm(grads)
@@ -662,11 +683,35 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         else:
             minibatches = sequence_minibatches(transitions, advantages, targets, window_hidden,
                                                epoch_key, config)
-        return lax.scan(minibatch_step, carry, minibatches)
+        distilled = None
+        if distill is not None:
+            order = jax.random.permutation(jax.random.fold_in(epoch_key, 1),
+                                           distill["target"].shape[0])
+            distilled = jax.tree.map(
+                lambda x: x[order].reshape((config.num_minibatches, -1) + x.shape[1:]), distill)
+        return lax.scan(minibatch_step, carry, (minibatches, distilled))
 
     (params, opt_state), aux = lax.scan(epoch, (params, opt_state),
                                         jax.random.split(key, config.update_epochs))
     return params, opt_state, jax.tree.map(jnp.mean, aux)
+
+
+def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
+                                network: ActorCritic, key) -> dict:
+    """Per env, at the state the next rollout starts from: the observation, its mask and the
+    search teacher's target (``search.make_search_teacher``: Gumbel MuZero's improved policy
+    of a fair search with the current network as prior, f32[N, A]). The env's search hooks
+    supply the model, the re-drawn worlds and the leaf values."""
+    hooks = env.search_hooks
+    settings = SearchSettings(num_simulations=config.distill_simulations,
+                              num_worlds=config.distill_worlds, gamma=hooks.DEFAULT_GAMMA)
+    teacher = make_search_teacher(settings=settings,
+                                  prior_fn=network_prior(network, runner.params),
+                                  **hooks.make_hooks(env.env, fair=True))
+    count = jax.tree.leaves(runner.obs)[0].shape[0]
+    _, target = jax.vmap(teacher)(jax.random.split(key, count), runner.obs, runner.env_state)
+    return dict(obs=runner.obs, target=lax.stop_gradient(target),
+                mask=env.action_mask(runner.obs))
 
 
 def explained_variance(values, targets, axis_name: str | None):
@@ -707,9 +752,13 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     if axis_name is not None:
         # Each device shuffles its own share differently.
         shuffle_key = jax.random.fold_in(shuffle_key, lax.axis_index(axis_name))
+    distill = None
+    if config.distill_coef > 0:
+        distill = search_distillation_targets(
+            runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))
     params, opt_state, losses = update_epochs(
         runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
-        network, optimizer, axis_name, window_hidden)
+        network, optimizer, axis_name, window_hidden, distill)
 
     sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
     if axis_name is not None:

@@ -57,7 +57,8 @@ _CONFIG_FLAGS = (
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
-    "core_width", "sequence_length", "num_devices", "seed", "num_seeds")
+    "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
+    "num_devices", "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -117,6 +118,16 @@ def build_parser() -> argparse.ArgumentParser:
                           help="train seeds seed..seed+N-1 as independent runs vmapped in one "
                                "compiled program; each seed is checkpointed under "
                                "<run>/seed-<s> (resume all with --resume <run>)")
+    distill = parser.add_argument_group(
+        "search distillation (envs with search hooks: hackmatrix; SPEC §4.5)")
+    distill.add_argument("--distill-coef", type=finite_float,
+                         help="weight of the cross-entropy from a search teacher's policy "
+                              "(Gumbel MuZero, the network as prior) to the policy, at every "
+                              "env's state after each rollout (default 0: off)")
+    distill.add_argument("--distill-simulations", type=int,
+                         help="the teacher's simulations per world (default 16)")
+    distill.add_argument("--distill-worlds", type=int,
+                         help="the teacher's re-drawn worlds per state (default 1)")
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-width", type=int)
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso")

@@ -1,0 +1,103 @@
+"""Search distillation inside PPO's update (``--distill-coef``): every minibatch fits an equal
+share of the envs' search targets with the PPO loss, weighted by the coefficient; off (0) the
+update is PPO's alone. On the toy corridor with hand-made targets (the toy has no search: the
+targets' origin, the search teacher, is tested in test_search.py); the extended suite runs the
+real teacher on HackMatrix."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from purejaxrl import ppo
+from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.networks import log_prob_of
+from tests.trainer.toy_run import rollout_setup
+
+CONFIG = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=6, hidden_width=16,
+                     hidden_depth=1, num_minibatches=4, update_epochs=2, total_timesteps=64,
+                     lr=1e-2)
+
+
+@pytest.fixture(scope="module")
+def one_update():
+    """One update's epochs from the same rollout with distillation off and on (coefficient 5):
+    advantages and value targets are zero and the same for both, so the difference is the
+    distillation term alone. Each env's target puts all its weight on its first legal action
+    that the initial policy likes least."""
+    setup = rollout_setup(CONFIG)
+    env, network, runner = setup["env"], setup["network"], setup["runner"]
+    after, transitions, _, _, _ = setup["collect"](runner)
+    mask = env.action_mask(after.obs)
+    logits, _ = network.apply(runner.params, after.obs)
+    least_liked = jnp.argmin(jnp.where(mask, logits, jnp.inf), axis=-1)
+    distill = dict(obs=after.obs, mask=mask,
+                   target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
+    zeros = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
+    optimizer = ppo.make_optimizer(CONFIG)
+
+    def run(config, distill):
+        return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
+                                 zeros, zeros, jax.random.PRNGKey(1), config, network,
+                                 optimizer, None, None, distill)
+
+    off = jax.jit(lambda: run(CONFIG, None))()
+    on = jax.jit(lambda: run(CONFIG.replace(distill_coef=5.0), distill))()
+
+    def target_log_prob(params):
+        logits, _ = network.apply(params, after.obs)
+        return np.asarray(log_prob_of(logits, mask, least_liked))
+    return dict(off=off, on=on, before=target_log_prob(runner.params),
+                off_after=target_log_prob(off[0]), on_after=target_log_prob(on[0]))
+
+
+def test_distillation_moves_the_policy_onto_the_targets(one_update):
+    """With the term on, every env's target action gains probability, far more than the PPO
+    loss alone moves it; the reported cross-entropy and KL are positive, and the total loss
+    includes the weighted term."""
+    gain_on = one_update["on_after"] - one_update["before"]
+    gain_off = one_update["off_after"] - one_update["before"]
+    assert (gain_on > 0).all()
+    assert gain_on.mean() > 5 * abs(gain_off).mean()
+    losses = one_update["on"][2]
+    assert losses["distill_loss"] > 0 and losses["distill_kl"] > 0
+    assert losses["total_loss"] > losses["policy_loss"] + 0.5 * losses["value_loss"]
+
+
+def test_distillation_off_reports_zero_and_leaves_ppo_alone(one_update):
+    """Off, the distillation metrics are 0 (the logger then leaves them out)."""
+    losses = one_update["off"][2]
+    assert float(losses["distill_loss"]) == 0.0 and float(losses["distill_kl"]) == 0.0
+
+
+def test_distillation_config_is_checked_before_any_work():
+    """A negative coefficient, a recurrent network (the search needs a feed-forward prior), a
+    minibatch count that does not divide the envs, a non-positive budget, and an env without
+    search hooks are refused with a message naming the option."""
+    on = CONFIG.replace(distill_coef=1.0)
+    validate_config(on)
+    with pytest.raises(ConfigError, match="--distill-coef must be >= 0"):
+        validate_config(CONFIG.replace(distill_coef=-1.0))
+    with pytest.raises(ConfigError, match="feed-forward"):
+        validate_config(on.replace(recurrent_core="gru", num_minibatches=2))
+    with pytest.raises(ConfigError, match="must divide the envs per device"):
+        validate_config(on.replace(num_minibatches=16))
+    with pytest.raises(ConfigError, match="--distill-simulations"):
+        validate_config(on.replace(distill_simulations=0))
+    with pytest.raises(ConfigError, match="search hooks"):
+        ppo.make_env(on)
+
+
+@pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
+def test_hackmatrix_run_distils_the_search_teacher(tmp_path, compile_cache_dir):
+    """Two updates on HackMatrix with the real teacher (4 simulations, 1 fair world): the run
+    completes and logs a positive distillation cross-entropy and KL, and no masked action."""
+    from purejaxrl.train import train
+    from tests.trainer.toy_run import options
+    config = TrainConfig(num_envs=16, num_steps=8, total_timesteps=256, num_minibatches=4,
+                         update_epochs=1, distill_coef=0.5, distill_simulations=4)
+    result = train(config, options(tmp_path, compile_cache_dir))
+    assert result.updates_done == 2
+    for record in result.records:
+        assert record["ppo/distill_loss"] > 0 and record["ppo/distill_kl"] > 0
+        assert record["actions/masked_sampled"] == 0
