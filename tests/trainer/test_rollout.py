@@ -44,9 +44,17 @@ def toy_reward(features, action):
 @pytest.fixture(scope="module")
 def rollout():
     setup = rollout_setup(CONFIG)
-    new_runner, transitions, stats, discounted, _ = setup["collect"](setup["runner"])
+    new_runner, transitions, stats, discounted, windows = setup["collect"](setup["runner"])
     return dict(setup, new_runner=new_runner, transitions=jax.device_get(transitions),
-                stats=jax.device_get(stats), discounted=np.asarray(discounted))
+                stats=jax.device_get(stats), discounted=np.asarray(discounted),
+                windows=windows)
+
+
+def test_a_feed_forward_rollout_carries_no_hidden_state(rollout):
+    """Without a recurrent core there is no hidden state to carry, record per BPTT window or
+    replay: the runner's and the rollout's are None, and no episode starts are stored."""
+    assert rollout["new_runner"].hidden is None and rollout["windows"] is None
+    assert rollout["transitions"].episode_start is None
 
 
 def test_rollout_covers_terminations_and_truncations(rollout):
