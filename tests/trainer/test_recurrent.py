@@ -128,34 +128,42 @@ def test_truncation_bootstraps_with_the_hidden_state_of_the_truncated_step(built
     assert checked > 0 and hidden_matters > 0
 
 
+def replay_minibatches(built, config, transitions, windows, key):
+    """The update's minibatches of ``transitions`` (``ppo.sequence_minibatches`` with the
+    hidden state at each window's start) and, per minibatch, the log-probs and values the
+    loss replays with the initial parameters, and the loss's diagnostics:
+    (log_prob, value, batches, aux), each with a leading minibatch axis."""
+    network, params = built["network"], built["runner"].params
+    advantages = jnp.zeros((config.num_steps, config.num_envs))
+
+    @jax.jit
+    def replay(transitions, windows):
+        batches, _, _, hidden = ppo.sequence_minibatches(
+            transitions, advantages, advantages, windows, key, config)
+
+        def one(batch, hidden):
+            _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
+            _, aux = ppo.ppo_loss(params, network, batch, jnp.ones(batch.value.shape),
+                                  jnp.zeros(batch.value.shape), config, hidden)
+            return log_prob_of(logits, batch.mask, batch.action), value, batch, aux
+        return jax.vmap(one)(batches, hidden)
+    return replay(transitions, windows)
+
+
 def test_sequence_replay_reproduces_the_rollout(built, rollouts):
     """The update's minibatches (whole env sequences from the rollout's start hidden state,
     with the recorded episode starts) give back the rollout's log-probs and values: before the
     first gradient step every ratio is 1. Checked on the second rollout, whose start hidden
     state is not zero."""
-    network, params = built["network"], built["runner"].params
     rollout = rollouts[1]
     transitions = jax.tree.map(jnp.asarray, rollout["transitions"])
-    advantages = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
 
     # Without --sequence-length the rollout is one window, which starts from its start state.
     np.testing.assert_array_equal(rollout["windows"], rollout["start"].hidden[None])
 
-    @jax.jit
-    def replay(transitions, start_hidden):
-        batches, _, _, hidden = ppo.sequence_minibatches(
-            transitions, advantages, advantages, start_hidden[None], jax.random.PRNGKey(3),
-            CONFIG)
-
-        def one(batch, hidden):
-            _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
-            _, aux = ppo.ppo_loss(params, network, batch, jnp.ones(batch.value.shape),
-                                  jnp.zeros(batch.value.shape), CONFIG, hidden)
-            return log_prob_of(logits, batch.mask, batch.action), value, batch, aux
-        return jax.vmap(one)(batches, hidden)
-
     assert np.abs(np.asarray(rollout["start"].hidden)).max() > 0
-    log_prob, value, batches, aux = replay(transitions, rollout["start"].hidden)
+    log_prob, value, batches, aux = replay_minibatches(
+        built, CONFIG, transitions, rollout["start"].hidden[None], jax.random.PRNGKey(3))
     assert log_prob.shape == (CONFIG.num_minibatches, CONFIG.num_steps,
                               CONFIG.num_envs // CONFIG.num_minibatches)
     np.testing.assert_allclose(log_prob, batches.log_prob, rtol=1e-5, atol=1e-6)
@@ -225,23 +233,10 @@ def test_windowed_replay_reproduces_the_rollout(built, windowed_rollout):
     the recorded episode starts) give back the rollout's log-probs and values, so every
     ratio is 1 before the first gradient step; every window of every env is in exactly one
     minibatch, whole."""
-    network, params = built["network"], built["runner"].params
     transitions = jax.tree.map(jnp.asarray, windowed_rollout["transitions"])
-    advantages = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
 
-    @jax.jit
-    def replay(transitions, windows):
-        batches, _, _, hidden = ppo.sequence_minibatches(
-            transitions, advantages, advantages, windows, jax.random.PRNGKey(4), WINDOWED)
-
-        def one(batch, hidden):
-            _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)
-            _, aux = ppo.ppo_loss(params, network, batch, jnp.ones(batch.value.shape),
-                                  jnp.zeros(batch.value.shape), WINDOWED, hidden)
-            return log_prob_of(logits, batch.mask, batch.action), value, batch, aux
-        return jax.vmap(one)(batches, hidden)
-
-    log_prob, value, batches, aux = replay(transitions, windowed_rollout["windows"])
+    log_prob, value, batches, aux = replay_minibatches(
+        built, WINDOWED, transitions, windowed_rollout["windows"], jax.random.PRNGKey(4))
     sequences = CONFIG.num_envs * 4
     assert log_prob.shape == (WINDOWED.num_minibatches, WINDOWED.sequence_length,
                               sequences // WINDOWED.num_minibatches)
