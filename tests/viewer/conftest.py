@@ -1,4 +1,4 @@
-"""Shared fixtures of the viewer tests: a tiny trained HackMatrix checkpoint and one
+"""Shared fixtures of the viewer tests: a tiny HackMatrix checkpoint and one
 watch_agent run over it (GIF, HTML and record written), each produced once per session."""
 
 import json
@@ -16,19 +16,23 @@ def viewer_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
-    """One PPO update of a width-8 network on HackMatrix, through the trainer API."""
-    from purejaxrl.config import RunOptions, TrainConfig
-    from purejaxrl.train import train
+    """A width-8 HackMatrix policy at initialisation, saved as a checkpoint of update 0 by the
+    trainer's own writer. The viewers read any checkpoint alike; skipping the PPO update keeps
+    its compile (the largest cost of this fixture) out of the default suite."""
+    from purejaxrl import ppo
+    from purejaxrl.checkpoint import save_checkpoint
+    from purejaxrl.config import TrainConfig
 
     config = TrainConfig(env="hackmatrix", num_envs=2, num_steps=4, total_timesteps=8,
                          num_minibatches=1, update_epochs=1, hidden_width=8, hidden_depth=1,
                          max_episode_steps=20, seed=1)
-    options = RunOptions(run_name="tiny", checkpoint_dir=str(tmp_path_factory.mktemp("ckpt")),
-                         updates_per_chunk=1, wandb=False, artifact=False,
-                         compile_cache_dir=None, quiet=True)
-    result = train(config, options)
-    assert result.last_checkpoint is not None
-    return result.run_dir
+    env, env_params, network, optimizer, components = ppo.build(config)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    run_dir = str(tmp_path_factory.mktemp("ckpt") / "tiny")
+    save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
+                    env_steps=0, run_name="tiny", wandb_run_id=None, elapsed_seconds=0.0,
+                    keep=1)
+    return run_dir
 
 
 @pytest.fixture(scope="session")
