@@ -43,7 +43,7 @@ import ml_dtypes
 import msgpack
 import numpy as np
 
-from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.config import OPTIONAL_INT_FIELDS, ConfigError, TrainConfig, validate_config
 
 CHECKPOINT_FORMAT = "hackmatrix-purejaxrl-checkpoint"
 CHECKPOINT_VERSION = 2
@@ -283,7 +283,7 @@ def _config_of(values: dict, file_path: str) -> TrainConfig:
     defaults = TrainConfig()
     for name, value in config.to_dict().items():
         default = getattr(defaults, name)
-        expected = (int, type(None)) if name == "max_episode_steps" else \
+        expected = (int, type(None)) if name in OPTIONAL_INT_FIELDS else \
             (int, float) if isinstance(default, float) else (type(default),)
         if not isinstance(value, expected) or isinstance(value, bool) != isinstance(default,
                                                                                     bool):

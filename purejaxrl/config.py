@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import typing
 from typing import Optional
 
 from flax import struct
@@ -176,6 +177,11 @@ class TrainConfig:
             raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
         return cls(**{**FIELDS_ADDED_LATER, **values})
 
+
+# Fields that take an int or None (the default None means "off" or "the whole"): a
+# checkpoint's config may hold either.
+OPTIONAL_INT_FIELDS = frozenset(name for name, hint in typing.get_type_hints(TrainConfig).items()
+                                if hint == Optional[int])
 
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs.
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from purejaxrl import ppo
-from purejaxrl.checkpoint import load_checkpoint
+from purejaxrl.checkpoint import load_checkpoint, save_checkpoint
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.cli.evaluate import main as evaluate_main
 from purejaxrl.evaluation import network_policy, play_episodes
@@ -341,6 +341,20 @@ def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     assert "2 episodes: mean return" in capsys.readouterr().out
 
 
+def test_a_windowed_run_checkpoint_loads_with_its_sequence_length(built, tmp_path):
+    """A config field that takes an int or None (sequence_length, max_episode_steps) is read
+    back from a checkpoint as the int it was saved with: a --sequence-length run resumes,
+    evaluates and is watched like any other (its checkpoint was once refused as "config field
+    sequence_length is 8")."""
+    config = CONFIG.replace(sequence_length=8)
+    save_checkpoint(str(tmp_path), runner_state=built["runner"], config=config.to_dict(),
+                    update=0, env_steps=0, run_name="windowed", wandb_run_id=None,
+                    elapsed_seconds=0.0, keep=1)
+    loaded = load_checkpoint(str(tmp_path))
+    assert loaded["config"]["sequence_length"] == 8
+    assert load_policy(str(tmp_path)).config.sequence_length == 8
+
+
 @pytest.mark.slow  # extended suite (pytest -m slow)
 def test_gru_run_with_two_seeds_trains(tmp_path, compile_cache_dir):
     """--num-seeds 2 with a GRU: the hidden state gets the seed axis (sharded and vmapped like
@@ -390,7 +404,7 @@ TWO_DEVICES = textwrap.dedent("""
     sys.path.insert(0, sys.argv[1])
     import numpy as np
     from jax.sharding import PartitionSpec as P
-    from purejaxrl.checkpoint import load_checkpoint
+    from purejaxrl.checkpoint import load_checkpoint, save_checkpoint
     from purejaxrl.train import train
     from tests.trainer.test_recurrent import CONFIG
     from tests.trainer.toy_run import options
