@@ -77,6 +77,24 @@ def network_prior(network, params) -> Callable:
     return prior
 
 
+def critic_objective(env, network, params, training_reward: str,
+                     reward_scale: float = 1.0) -> dict:
+    """Hooks (``reward_fn``, ``leaf_value``) that make the search maximise what an actor-critic
+    was trained on, AlphaZero's way: the reward is ``env``'s training reward
+    ``training_reward`` (a ``TrainerEnv`` name) times ``reward_scale`` (the critic's units
+    under reward normalisation: ``ppo.reward_scale`` of the run's return statistics), and a
+    leaf is worth the critic's value of its observation. Search with the discount the network
+    was trained with, so that rewards, values and discounts are one return."""
+    def reward_fn(reward, info):
+        return env.training_reward(training_reward, jnp.asarray(reward, jnp.float32),
+                                   info.get("reward_breakdown", {})) * reward_scale
+
+    def leaf_value(key, obs, state):
+        del key, state
+        return network.apply(params, obs)[1]
+    return dict(reward_fn=reward_fn, leaf_value=leaf_value)
+
+
 def zero_value(key, obs, state) -> jax.Array:
     del key, obs, state
     return jnp.float32(0.0)

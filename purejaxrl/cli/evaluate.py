@@ -179,8 +179,15 @@ def main(argv=None) -> int:
                 results[name]["stage_reached"] = stage_reached_shares(episodes,
                                                                       env.num_stages)
     if args.search_simulations:
+        critic = None
+        if args.search_leaf == evaluate_search.VALUE_LEAF:
+            stats = checkpoint["runner_state"].return_stats
+            critic = dict(training_reward=config.training_reward, gamma=config.gamma,
+                          reward_scale=float(ppo.reward_scale(stats))
+                          if config.normalize_rewards else 1.0)
         results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
-                                                   int(env_params.max_steps_in_episode)))
+                                                   int(env_params.max_steps_in_episode),
+                                                   critic))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
     print(format_table(results))
     if any("stage_reached" in summary for summary in results.values()):

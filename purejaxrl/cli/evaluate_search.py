@@ -11,6 +11,11 @@ import sys
 import time
 
 
+# The game's leaf values (the env's search hooks), and the checkpoint's critic.
+LEAVES = ("exit", "rollout", "zero", "value")
+VALUE_LEAF = "value"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     search = parser.add_argument_group(
         "search rows (SPEC §4.5): Gumbel MuZero with the game as its model, on the same boards")
@@ -26,9 +31,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--search-prior", choices=("uniform", "checkpoint", "both"),
                         help="prior logits: uniform, or the checkpoint's policy (rows "
                         "search-N-ppo); default: checkpoint with --checkpoint, else uniform")
-    search.add_argument("--search-leaf", choices=("exit", "rollout", "zero"), default="exit",
+    search.add_argument("--search-leaf", choices=LEAVES, default="exit",
                         help="leaf value: exit (gamma ** BFS distance to the exit, default), "
-                        "rollout (the heuristic for 8 steps, then exit), zero")
+                        "rollout (the heuristic for 8 steps, then exit), zero; value: the "
+                        "checkpoint's critic, the search then maximising the network's own "
+                        "training return (its training reward and gamma; rows "
+                        "search-N-...-value)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
@@ -45,22 +53,34 @@ def arguments_error(args) -> str | None:
         return f"--search-boards-in-flight must be >= 1, got {args.search_boards_in_flight}"
     if args.search_prior in ("checkpoint", "both") and not args.checkpoint:
         return "--search-prior checkpoint needs --checkpoint"
+    if args.search_leaf == VALUE_LEAF and not args.checkpoint:
+        return "--search-leaf value needs --checkpoint (its critic is the leaf value)"
     return None
 
 
-def row_name(simulations: int, prior: str, fair: bool) -> str:
+def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit") -> str:
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
-            + ("" if fair else "-perfect-info"))
+            + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}"))
 
 
-def search_rows(args, env, env_params, network, params, key, max_steps: int) -> dict:
+def search_rows(args, env, env_params, network, params, key, max_steps: int,
+                critic: dict | None = None) -> dict:
     """{row name: summary} for every budget x information x prior asked for, played on the
-    boards of ``key`` (those of the other rows), each with its cost per move."""
+    boards of ``key`` (those of the other rows), each with its cost per move. ``critic``
+    (``--search-leaf value``): the checkpoint's ``training_reward``, ``reward_scale`` and
+    ``gamma``, the return its critic estimates."""
     import jax
     from purejaxrl.evaluation import summarize_episodes
-    from purejaxrl.search import (SearchSettings, make_search_policy, network_prior,
-                                  play_boards, stage_reached_shares, uniform_prior)
+    from purejaxrl.search import (SearchSettings, critic_objective, make_search_policy,
+                                  network_prior, play_boards, stage_reached_shares,
+                                  uniform_prior)
     search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
+    value_leaf = args.search_leaf == VALUE_LEAF
+    # The game's hooks (model, worlds, allowed actions); the value leaf replaces its objective.
+    game_leaf = "zero" if value_leaf else args.search_leaf
+    gamma = critic["gamma"] if value_leaf else search_hooks.DEFAULT_GAMMA
+    objective = (critic_objective(env, network, params, critic["training_reward"],
+                                  critic["reward_scale"]) if value_leaf else {})
 
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
     priors = ("uniform", "checkpoint") if prior_choice == "both" else (prior_choice,)
@@ -73,16 +93,16 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int) -> 
                 fair = information == "fair"
                 worlds = args.search_worlds if fair else 1
                 settings = SearchSettings(num_simulations=simulations, num_worlds=worlds,
-                                          gamma=search_hooks.DEFAULT_GAMMA)
+                                          gamma=gamma)
                 prior_fn = (uniform_prior if prior == "uniform"
                             else network_prior(network, params))
-                policy = make_search_policy(
-                    settings=settings, prior_fn=prior_fn,
-                    **search_hooks.make_hooks(env.env, fair=fair, leaf=args.search_leaf))
+                hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf),
+                         **objective}
+                policy = make_search_policy(settings=settings, prior_fn=prior_fn, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
-                name = row_name(simulations, prior, fair)
+                name = row_name(simulations, prior, fair, args.search_leaf)
                 start = time.perf_counter()
                 compiled = play.lower(key).compile()
                 compile_s = time.perf_counter() - start
@@ -94,9 +114,9 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int) -> 
                 moves = int(jax.device_get(episodes["length"]).sum())
                 summary["search"] = dict(
                     simulations=simulations, worlds=worlds, information=information,
-                    prior=prior, leaf=args.search_leaf, gamma=search_hooks.DEFAULT_GAMMA,
+                    prior=prior, leaf=args.search_leaf, gamma=gamma,
                     model_steps_per_move=search_hooks.model_steps_per_move(
-                        args.search_leaf, simulations, worlds),
+                        game_leaf, simulations, worlds),
                     moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),
                     compile_s=compile_s, boards_in_flight=args.search_boards_in_flight)
                 rows[name] = summary

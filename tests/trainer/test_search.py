@@ -320,6 +320,70 @@ def test_stage_shares_count_every_stage_reached():
                       "won": 0.2}
 
 
+# ------------------------------------------------------------------ the critic as leaf value
+
+@struct.dataclass
+class ForkObs:
+    position: jax.Array  # 0: the start; 1 and 2: where actions 0 and 1 lead
+    action_mask: jax.Array
+
+
+class Fork:
+    """One move from the start: action 0 leads to position 1 and earns 1 of the training
+    reward "gain" (its breakdown) but -5 of the env's reward; action 1 leads to position 2 and
+    earns nothing; both positions are absorbing and earn nothing more. What position 2 is
+    worth is the critic's to say."""
+
+    training_rewards = {"gain": lambda reward, breakdown: breakdown["gain"]}
+
+    def action_space(self, params):
+        return spaces.Discrete(2)
+
+    def reset(self, key, params):
+        return ForkObs(jnp.int32(0), jnp.ones(2, bool)), jnp.int32(0)
+
+    def step_env(self, key, state, action, params):
+        del key, params
+        first = state == 0
+        position = jnp.where(first, action + 1, state)  # positions 1 and 2 are absorbing
+        gain = first & (action == 0)
+        info = {"reward_breakdown": {"gain": jnp.where(gain, 1.0, 0.0)}}
+        return (ForkObs(position, jnp.ones(2, bool)), position, jnp.where(gain, -5.0, 0.0),
+                jnp.bool_(False), info)
+
+    def step(self, key, state, action, params):
+        obs, state, reward, done, info = self.step_env(key, state, action, params)
+        return obs, state, reward, done, jnp.bool_(False), info
+
+
+class TableCritic:
+    """An actor-critic stand-in: uniform logits, value ``values[position]``."""
+
+    def __init__(self, values):
+        self.values = jnp.asarray(values, jnp.float32)
+
+    def apply(self, params, obs):
+        return jnp.zeros(2), self.values[obs.position]
+
+
+def test_value_leaf_searches_the_networks_own_return():
+    """``critic_objective``: a step earns the training reward times the reward scale (the
+    critic's units), a leaf is worth the critic's value, so the move is the larger of
+    scale x gain (action 0: 0.5, V(position 1) = 0) and gamma x V(position 2) (action 1). With V = 0.8 the search
+    moves to position 2 (it would not if the scale were ignored: 1 > 0.8); with V = 0.2 it
+    takes the gain (it would not if the env's reward, -5, were searched)."""
+    fork = Fork()
+    env = TrainerEnv(fork, None)
+    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
+    obs, state = fork.reset(None, None)
+    for value, expected in ((0.8, 1), (0.2, 0)):
+        critic = TableCritic([0.0, 0.0, value])
+        act = search.make_search_policy(
+            fork, None, settings, prior_fn=search.network_prior(critic, None),
+            **search.critic_objective(env, critic, None, "gain", reward_scale=0.5))
+        assert int(act(jax.random.PRNGKey(0), obs, state)) == expected, value
+
+
 # ------------------------------------------------------------------ the command line
 
 @pytest.mark.parametrize("arguments, message", [
@@ -330,6 +394,8 @@ def test_stage_shares_count_every_stage_reached():
      "--search-boards-in-flight must be >= 1"),
     (["--search-simulations", "8", "--search-prior", "checkpoint"],
      "--search-prior checkpoint needs --checkpoint"),
+    (["--search-simulations", "8", "--search-leaf", "value"],
+     "--search-leaf value needs --checkpoint"),
     (["--policies", "none"], "--policies none leaves nothing to evaluate"),
 ])
 def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
