@@ -369,9 +369,10 @@ class TableCritic:
 def test_value_leaf_searches_the_networks_own_return():
     """``critic_objective``: a step earns the training reward times the reward scale (the
     critic's units), a leaf is worth the critic's value, so the move is the larger of
-    scale x gain (action 0: 0.5, V(position 1) = 0) and gamma x V(position 2) (action 1). With V = 0.8 the search
-    moves to position 2 (it would not if the scale were ignored: 1 > 0.8); with V = 0.2 it
-    takes the gain (it would not if the env's reward, -5, were searched)."""
+    scale x gain (action 0: 0.5, V(position 1) = 0) and gamma x V(position 2) (action 1).
+    With V = 0.8 the search moves to position 2 (it would not if the scale were ignored:
+    1 > 0.8); with V = 0.2 it takes the gain (it would not if the env's reward, -5, were
+    searched)."""
     fork = Fork()
     env = TrainerEnv(fork, None)
     settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
