@@ -131,6 +131,10 @@ class TrainConfig:
     distill_coef: float = struct.field(pytree_node=False, default=0.0)
     distill_simulations: int = struct.field(pytree_node=False, default=16)
     distill_worlds: int = struct.field(pytree_node=False, default=1)
+    # The teacher's objective and leaf values: "game", the env's own (HackMatrix: stage points
+    # and the exit-distance leaf); "value", the network's (its training reward in the critic's
+    # units, its gamma, the critic as leaf value: AlphaZero's teacher).
+    distill_leaf: str = struct.field(pytree_node=False, default="game")
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
@@ -178,6 +182,8 @@ class TrainConfig:
         return cls(**{**FIELDS_ADDED_LATER, **values})
 
 
+DISTILL_LEAVES = ("game", "value")
+
 # Fields that take an int or None (the default None means "off" or "the whole"): a
 # checkpoint's config may hold either.
 OPTIONAL_INT_FIELDS = frozenset(name for name, hint in typing.get_type_hints(TrainConfig).items()
@@ -188,7 +194,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
                       "curriculum_share": 0.0, "curriculum_slots": 64,
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
-                      "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1}
+                      "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
+                      "distill_leaf": "game"}
 
 
 @dataclasses.dataclass
@@ -353,6 +360,8 @@ def validate_config(config: TrainConfig) -> None:
             value = getattr(config, name)
             need(isinstance(value, int) and value >= 1,
                  f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        need(config.distill_leaf in DISTILL_LEAVES,
+             f"--distill-leaf must be one of {DISTILL_LEAVES}, got {config.distill_leaf!r}")
         need(config.recurrent_core == "none",
              "--distill-coef needs a feed-forward network (the search's prior); got "
              f"--recurrent-core {config.recurrent_core}")

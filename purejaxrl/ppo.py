@@ -40,7 +40,8 @@ from purejaxrl.config import ConfigError, TrainConfig, env_defaults
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
-from purejaxrl.search import SearchSettings, make_search_teacher, network_prior
+from purejaxrl.search import (SearchSettings, critic_objective, make_search_teacher,
+                              network_prior)
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
                                 log_prob_of, make_network, masked_entropy, sample_masked)
 
@@ -701,13 +702,20 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     """Per env, at the state the next rollout starts from: the observation, its mask and the
     search teacher's target (``search.make_search_teacher``: Gumbel MuZero's improved policy
     of a fair search with the current network as prior, f32[N, A]). The env's search hooks
-    supply the model, the re-drawn worlds and the leaf values."""
+    supply the model and the re-drawn worlds; the objective and the leaf values are the
+    env's (``distill_leaf`` "game") or the network's (``"value"``: ``critic_objective``)."""
     hooks = env.search_hooks
+    objective, gamma = {}, hooks.DEFAULT_GAMMA
+    if config.distill_leaf == "value":  # the network's objective replaces the game's
+        scale = reward_scale(runner.return_stats) if config.normalize_rewards else 1.0
+        objective = critic_objective(env, network, runner.params, config.training_reward,
+                                     scale)
+        gamma = config.gamma
     settings = SearchSettings(num_simulations=config.distill_simulations,
-                              num_worlds=config.distill_worlds, gamma=hooks.DEFAULT_GAMMA)
+                              num_worlds=config.distill_worlds, gamma=gamma)
     teacher = make_search_teacher(settings=settings,
                                   prior_fn=network_prior(network, runner.params),
-                                  **hooks.make_hooks(env.env, fair=True))
+                                  **{**hooks.make_hooks(env.env, fair=True), **objective})
     count = jax.tree.leaves(runner.obs)[0].shape[0]
     _, target = jax.vmap(teacher)(jax.random.split(key, count), runner.obs, runner.env_state)
     return dict(obs=runner.obs, target=lax.stop_gradient(target),

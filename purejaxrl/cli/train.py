@@ -41,7 +41,7 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
-                              DEFAULT_COMPILE_CACHE_DIR, ENCODER_CHOICES,
+                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, ENCODER_CHOICES,
                               RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
                               config_warnings, validate_config, validate_run_options)
@@ -58,7 +58,7 @@ _CONFIG_FLAGS = (
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
-    "num_devices", "seed", "num_seeds")
+    "distill_leaf", "num_devices", "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -128,6 +128,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the teacher's simulations per world (default 16)")
     distill.add_argument("--distill-worlds", type=int,
                          help="the teacher's re-drawn worlds per state (default 1)")
+    distill.add_argument("--distill-leaf", choices=DISTILL_LEAVES,
+                         help="the teacher's objective and leaf values: game (the env's own: "
+                              "stage points, exit distance; default) or value (the network's "
+                              "training return, its critic as leaf value)")
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-width", type=int)
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso")

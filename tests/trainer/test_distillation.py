@@ -4,6 +4,8 @@ update is PPO's alone. On the toy corridor with hand-made targets (the toy has n
 targets' origin, the search teacher, is tested in test_search.py); the extended suite runs the
 real teacher on HackMatrix."""
 
+from types import SimpleNamespace
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -11,7 +13,9 @@ import pytest
 
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import log_prob_of
+from tests.trainer.fork_env import Fork, TableCritic
 from tests.trainer.toy_run import rollout_setup
 
 CONFIG = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=6, hidden_width=16,
@@ -84,8 +88,33 @@ def test_distillation_config_is_checked_before_any_work():
         validate_config(on.replace(num_minibatches=16))
     with pytest.raises(ConfigError, match="--distill-simulations"):
         validate_config(on.replace(distill_simulations=0))
+    with pytest.raises(ConfigError, match="--distill-leaf must be one of"):
+        validate_config(on.replace(distill_leaf="exit"))
     with pytest.raises(ConfigError, match="search hooks"):
         ppo.make_env(on)
+
+
+def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
+    """``distill_leaf``: "game" searches the env's objective (the fork's gain: action 0 pays
+    1, its leaves 0), so the target prefers action 0; "value" searches the network's return:
+    the training reward times the run's reward scale (return variance 4: scale 0.5, action 0
+    is worth 0.5) and the critic at the leaves (position 2: 0.8, discounted by the run's
+    gamma), so the target prefers action 1."""
+    fork = Fork()
+    env, critic = TrainerEnv(fork, None), TableCritic([0.0, 0.0, 0.8])
+    obs, state = fork.reset(None, None)
+    runner = SimpleNamespace(
+        obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
+        return_stats=ppo.ReturnStatistics(count=jnp.float32(1.0), mean=jnp.float32(0.0),
+                                          var=jnp.float32(4.0)))
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8)
+    preferred = {}
+    for leaf in ("game", "value"):
+        targets = ppo.search_distillation_targets(
+            runner, config.replace(distill_leaf=leaf), env, critic, jax.random.PRNGKey(0))
+        preferred[leaf] = int(np.argmax(np.asarray(targets["target"][0])))
+    assert preferred == {"game": 0, "value": 1}
 
 
 @pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search

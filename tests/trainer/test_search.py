@@ -21,6 +21,7 @@ from purejaxrl import search
 from purejaxrl.cli.evaluate import main as evaluate_main
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import play_episodes
+from tests.trainer.fork_env import Fork, TableCritic
 
 ENV = HackMatrix()  # set_state's shapes (no reward ledger)
 RIGHT, DOWN, LEFT = 3, 1, 2
@@ -321,50 +322,6 @@ def test_stage_shares_count_every_stage_reached():
 
 
 # ------------------------------------------------------------------ the critic as leaf value
-
-@struct.dataclass
-class ForkObs:
-    position: jax.Array  # 0: the start; 1 and 2: where actions 0 and 1 lead
-    action_mask: jax.Array
-
-
-class Fork:
-    """One move from the start: action 0 leads to position 1 and earns 1 of the training
-    reward "gain" (its breakdown) but -5 of the env's reward; action 1 leads to position 2 and
-    earns nothing; both positions are absorbing and earn nothing more. What position 2 is
-    worth is the critic's to say."""
-
-    training_rewards = {"gain": lambda reward, breakdown: breakdown["gain"]}
-
-    def action_space(self, params):
-        return spaces.Discrete(2)
-
-    def reset(self, key, params):
-        return ForkObs(jnp.int32(0), jnp.ones(2, bool)), jnp.int32(0)
-
-    def step_env(self, key, state, action, params):
-        del key, params
-        first = state == 0
-        position = jnp.where(first, action + 1, state)  # positions 1 and 2 are absorbing
-        gain = first & (action == 0)
-        info = {"reward_breakdown": {"gain": jnp.where(gain, 1.0, 0.0)}}
-        return (ForkObs(position, jnp.ones(2, bool)), position, jnp.where(gain, -5.0, 0.0),
-                jnp.bool_(False), info)
-
-    def step(self, key, state, action, params):
-        obs, state, reward, done, info = self.step_env(key, state, action, params)
-        return obs, state, reward, done, jnp.bool_(False), info
-
-
-class TableCritic:
-    """An actor-critic stand-in: uniform logits, value ``values[position]``."""
-
-    def __init__(self, values):
-        self.values = jnp.asarray(values, jnp.float32)
-
-    def apply(self, params, obs):
-        return jnp.zeros(2), self.values[obs.position]
-
 
 def test_value_leaf_searches_the_networks_own_return():
     """``critic_objective``: a step earns the training reward times the reward scale (the
