@@ -35,6 +35,8 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
+from purejaxrl.networks import step_recurrent
+
 # Masked prior logits: finite (as networks.MASKED_LOGIT), so no inf - inf appears in mctx.
 MASKED_LOGIT = -1e9
 _VOTE_WEIGHT = 1e6  # a vote outweighs any difference of Q-values
@@ -95,6 +97,21 @@ def critic_objective(env, network, params, training_reward: str,
     return dict(reward_fn=reward_fn, leaf_value=leaf_value)
 
 
+def network_node(network, params, *, use_prior: bool = True,
+                 leaf_value: Optional[Callable] = None) -> Callable:
+    """``node_fn`` of ``make_recurrent_search_teacher`` for a recurrent actor-critic: the memory
+    is its hidden state, stepped on the node's observation; the prior its logits (uniform
+    where not ``use_prior``); the value its critic's, or ``leaf_value(key, obs, state)``."""
+    def node(hidden, key, obs, state):
+        one = jax.tree.map(lambda x: x[None], obs)
+        hidden, logits, value = step_recurrent(network, params, hidden[None], one,
+                                               jnp.zeros(1, jnp.bool_))
+        logits = logits[0] if use_prior else jnp.zeros_like(logits[0])
+        value = value[0] if leaf_value is None else leaf_value(key, obs, state)
+        return hidden[0], logits, value
+    return node
+
+
 def zero_value(key, obs, state) -> jax.Array:
     del key, obs, state
     return jnp.float32(0.0)
@@ -112,30 +129,62 @@ def _select(flag: jax.Array, new, old):
     return jax.tree.map(pick, new, old)
 
 
-def make_search_policy(model_env, model_params, settings: SearchSettings, **hooks):
-    """A ``Policy`` (``act(key, obs, env_state) -> action``) that searches before every move;
-    ``make_search_teacher``'s move without its policy target."""
-    teach = make_search_teacher(model_env, model_params, settings, **hooks)
-    return lambda key, obs, env_state: teach(key, obs, env_state)[0]
+def make_search_policy(model_env, model_params, settings: SearchSettings, *,
+                       node_fn: Optional[Callable] = None, initial_memory=(), **hooks):
+    """A policy that searches before every move: ``make_search_teacher``'s move without its
+    policy target (``act(key, obs, env_state) -> action``); with a ``node_fn`` (a recurrent
+    network's, ``network_node``) a ``RecurrentPolicy`` whose memory is the network's hidden
+    state, ``initial_memory`` at an episode's start."""
+    if node_fn is None:
+        teach = make_search_teacher(model_env, model_params, settings, **hooks)
+        return lambda key, obs, env_state: teach(key, obs, env_state)[0]
+    from purejaxrl.evaluation import RecurrentPolicy
+    teach = make_recurrent_search_teacher(model_env, model_params, settings, node_fn=node_fn,
+                                          **hooks)
+
+    def act(key, obs, env_state, memory):
+        action, _, memory = teach(key, obs, env_state, memory)
+        return action, memory
+    return RecurrentPolicy(act, initial_memory)
 
 
 def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
                         prior_fn: Callable = uniform_prior, leaf_value: Callable = zero_value,
-                        reward_fn: Callable = env_reward, to_model: Callable = lambda s: s,
-                        sample_world: Optional[Callable] = None,
-                        allowed_actions: Optional[np.ndarray] = None):
+                        **hooks):
     """``teach(key, obs, env_state) -> (action, target)``: searches
     ``settings.num_simulations`` simulations in each of ``settings.num_worlds`` worlds, plays
     the aggregated move (module docstring) and gives the policy target of expert iteration:
     Gumbel MuZero's improved policy (softmax of the prior logits plus the transformed completed
     Q-values), averaged over the worlds, zero on illegal actions.
 
+    ``prior_fn(obs) -> logits``; ``leaf_value(key, obs, model_state) -> value``; the other
+    hooks are ``make_recurrent_search_teacher``'s."""
+    def node_fn(memory, key, obs, state):
+        return memory, prior_fn(obs), leaf_value(key, obs, state)
+    teach = make_recurrent_search_teacher(model_env, model_params, settings, node_fn=node_fn,
+                                          **hooks)
+    return lambda key, obs, env_state: teach(key, obs, env_state, ())[:2]
+
+
+def make_recurrent_search_teacher(model_env, model_params, settings: SearchSettings, *,
+                                  node_fn: Callable, reward_fn: Callable = env_reward,
+                                  to_model: Callable = lambda s: s,
+                                  sample_world: Optional[Callable] = None,
+                                  allowed_actions: Optional[np.ndarray] = None):
+    """``teach(key, obs, env_state, memory) -> (action, target, memory after obs)``: the search
+    of ``make_search_teacher`` whose nodes are evaluated with a memory (a recurrent network's
+    hidden state): ``node_fn(memory, key, obs, model_state) -> (memory after obs, prior
+    logits, value)``. The root is evaluated from the memory the player carries; every child
+    from its parent's memory after the parent's observation, so a path through the tree is
+    the sequence of observations the network would see along it. The returned memory is the
+    root's (the player's memory after ``obs``).
+
     ``model_env.step_env(key, state, action, params) -> (obs, state, reward, done, info)`` is
     the model; ``to_model(env_state)`` turns an evaluation state into a model state;
     ``sample_world(key, env_state) -> env_state`` draws a world (None: the true state, perfect
-    information); ``prior_fn(obs) -> logits``; ``leaf_value(key, obs, model_state) -> value``;
-    ``reward_fn(reward, info) -> the search's reward``; ``allowed_actions`` (bool[A]) the
-    actions the search may play (where none of them is legal, every legal action is).
+    information); ``reward_fn(reward, info) -> the search's reward``; ``allowed_actions``
+    (bool[A]) the actions the search may play (where none of them is legal, every legal
+    action is).
     """
     worlds = settings.num_worlds
 
@@ -147,7 +196,7 @@ def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
 
     def recurrent_fn(params, key, action, embedding):
         del params
-        state, done = embedding
+        state, done, memory = embedding
         step_key, value_key = jax.random.split(key)
         batch = action.shape[0]
         obs, next_state, reward, terminated, info = jax.vmap(
@@ -157,16 +206,17 @@ def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
         next_state = _select(done, state, next_state)
         ended = done | terminated
         legal = legal_actions(obs.action_mask)
-        logits = jnp.where(legal, jax.vmap(prior_fn)(obs), MASKED_LOGIT)
-        value = jax.vmap(leaf_value)(jax.random.split(value_key, batch), obs, next_state)
+        next_memory, logits, value = jax.vmap(node_fn)(
+            memory, jax.random.split(value_key, batch), obs, next_state)
+        logits = jnp.where(legal, logits, MASKED_LOGIT)
         output = mctx.RecurrentFnOutput(
             reward=reward.astype(jnp.float32),
             discount=jnp.where(ended, 0.0, settings.gamma).astype(jnp.float32),
             prior_logits=logits.astype(jnp.float32),
             value=jnp.where(ended, 0.0, value).astype(jnp.float32))
-        return output, (next_state, ended)
+        return output, (next_state, ended, next_memory)
 
-    def act(key, obs, env_state):
+    def act(key, obs, env_state, memory):
         world_key, value_key, search_key = jax.random.split(key, 3)
         if sample_world is None:
             states = jax.tree.map(lambda x: jnp.broadcast_to(x, (worlds,) + x.shape), env_state)
@@ -176,11 +226,17 @@ def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
         states = jax.vmap(to_model)(states)
         legal = legal_actions(obs.action_mask)
         many = lambda x: jnp.broadcast_to(x, (worlds,) + x.shape)  # noqa: E731
+        value_keys = jax.random.split(value_key, worlds)
+        # The memory and the prior depend on the observation alone, which every world shares;
+        # the value may depend on the world.
+        root_memory, logits, _ = node_fn(memory, value_keys[0], obs,
+                                         jax.tree.map(lambda x: x[0], states))
+        _, _, value = jax.vmap(node_fn)(jax.tree.map(many, memory), value_keys,
+                                        jax.tree.map(many, obs), states)
         root = mctx.RootFnOutput(
-            prior_logits=many(jnp.where(legal, prior_fn(obs), MASKED_LOGIT).astype(jnp.float32)),
-            value=jax.vmap(leaf_value)(jax.random.split(value_key, worlds),
-                                       jax.tree.map(many, obs), states).astype(jnp.float32),
-            embedding=(states, jnp.zeros(worlds, jnp.bool_)))
+            prior_logits=many(jnp.where(legal, logits, MASKED_LOGIT).astype(jnp.float32)),
+            value=value.astype(jnp.float32),
+            embedding=(states, jnp.zeros(worlds, jnp.bool_), jax.tree.map(many, root_memory)))
         output = mctx.gumbel_muzero_policy(
             params=(), rng_key=search_key, root=root, recurrent_fn=recurrent_fn,
             num_simulations=settings.num_simulations, invalid_actions=many(~legal),
@@ -190,7 +246,7 @@ def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
             qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
                                          value_scale=settings.value_scale))
         target = jnp.where(legal, jnp.mean(output.action_weights, axis=0), 0.0)
-        return aggregate_worlds(output, legal), target / jnp.sum(target)
+        return aggregate_worlds(output, legal), target / jnp.sum(target), root_memory
 
     return act
 
@@ -215,9 +271,12 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
     the same starting boards. The policy's key and the env's step key of board b at step t
     are folded from (b, t) alone, so the results do not depend on ``boards_in_flight``.
 
-    Returns per-board arrays with ``play_episodes``'s keys (``action_counters``: name ->
-    ``counts(action) -> bool``, e.g. siphons and programs; each name gets a count).
-    Jittable."""
+    ``policy`` is a ``Policy`` or a ``RecurrentPolicy`` (its memory starts from
+    ``initial_memory`` on every board). Returns per-board arrays with ``play_episodes``'s keys
+    (``action_counters``: name -> ``counts(action) -> bool``, e.g. siphons and programs; each
+    name gets a count). Jittable."""
+    from purejaxrl.evaluation import with_memory
+    policy = with_memory(policy)
     action_counters = dict(action_counters or {})
     lanes = min(boards_in_flight, num_boards)
     reset_key, loop_key = jax.random.split(key)
@@ -235,7 +294,10 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
              **{name: jnp.zeros(lanes, bool) for name in bool_fields}}
     results = {name: jnp.zeros((num_boards,) + value.shape[1:], value.dtype)
                for name, value in fresh.items()}
-    init = dict(obs=obs, env_state=env_state, board=jnp.arange(lanes, dtype=jnp.int32),
+    first_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes,) + jnp.shape(x)),
+                                policy.initial_memory)
+    init = dict(obs=obs, env_state=env_state, memory=first_memory,
+                board=jnp.arange(lanes, dtype=jnp.int32),
                 load=jnp.ones(lanes, bool), next_board=jnp.int32(lanes), episode=fresh,
                 results=results)
 
@@ -256,10 +318,11 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
 
         obs, env_state = lax.cond(jnp.any(load), refill,
                                   lambda _: (carry["obs"], carry["env_state"]), None)
+        memory = _select(load, first_memory, carry["memory"])  # a new board, a fresh memory
         playing = board >= 0
         t = episode["length"]
-        actions = jax.vmap(policy)(jax.vmap(folded, (None, 0, 0))(act_root, safe_board, t),
-                                   obs, env_state)
+        actions, memory = jax.vmap(policy.act)(
+            jax.vmap(folded, (None, 0, 0))(act_root, safe_board, t), obs, env_state, memory)
         next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None))(
                 jax.vmap(folded, (None, 0, 0))(step_root, safe_board, t), env_state, actions,
@@ -285,7 +348,7 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
         new_board = carry["next_board"] + jnp.cumsum(ends) - 1
         load = ends & (new_board < num_boards)
         board = jnp.where(ends, jnp.where(load, new_board, -1), board)
-        return dict(obs=next_obs, env_state=next_state, board=board, load=load,
+        return dict(obs=next_obs, env_state=next_state, memory=memory, board=board, load=load,
                     next_board=carry["next_board"] + jnp.sum(ends, dtype=jnp.int32),
                     episode=_select(ends, fresh, episode), results=results)
 

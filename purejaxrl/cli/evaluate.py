@@ -142,10 +142,6 @@ def main(argv=None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.search_simulations and config.recurrent_core != "none":
-        print(f"error: search rows need a feed-forward network; the checkpoint's has a "
-              f"{config.recurrent_core} core", file=sys.stderr)
-        return 2
     if args.search_simulations and env.search_hooks is None:
         print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
               "has none", file=sys.stderr)

@@ -71,9 +71,10 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     ``gamma``, the return its critic estimates."""
     import jax
     from purejaxrl.evaluation import summarize_episodes
+    from purejaxrl.networks import is_recurrent
     from purejaxrl.search import (SearchSettings, critic_objective, make_search_policy,
-                                  network_prior, play_boards, stage_reached_shares,
-                                  uniform_prior)
+                                  network_node, network_prior, play_boards,
+                                  stage_reached_shares, uniform_prior)
     search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
     value_leaf = args.search_leaf == VALUE_LEAF
     # The game's hooks (model, worlds, allowed actions); the value leaf replaces its objective.
@@ -94,11 +95,20 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 worlds = args.search_worlds if fair else 1
                 settings = SearchSettings(num_simulations=simulations, num_worlds=worlds,
                                           gamma=gamma)
-                prior_fn = (uniform_prior if prior == "uniform"
-                            else network_prior(network, params))
                 hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf),
                          **objective}
-                policy = make_search_policy(settings=settings, prior_fn=prior_fn, **hooks)
+                if params is not None and is_recurrent(network) and (
+                        prior == "checkpoint" or value_leaf):
+                    # The network's hidden state travels down every path of the tree.
+                    hooks["node_fn"] = network_node(
+                        network, params, use_prior=prior == "checkpoint",
+                        leaf_value=None if value_leaf else hooks["leaf_value"])
+                    hooks["initial_memory"] = network.initial_hidden(1)[0]
+                    del hooks["leaf_value"]
+                else:
+                    hooks["prior_fn"] = (uniform_prior if prior == "uniform"
+                                         else network_prior(network, params))
+                policy = make_search_policy(settings=settings, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))

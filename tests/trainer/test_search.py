@@ -20,7 +20,7 @@ from envs.hackmatrix.core.constants import N_ACTIONS, PROGRAM_ACTION_OFFSET, PRO
 from purejaxrl import search
 from purejaxrl.cli.evaluate import main as evaluate_main
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.evaluation import play_episodes
+from purejaxrl.evaluation import RecurrentPolicy, play_episodes
 from tests.trainer.fork_env import Fork, TableCritic
 
 ENV = HackMatrix()  # set_state's shapes (no reward ledger)
@@ -303,6 +303,31 @@ def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
             assert values.tolist() == reference[name].tolist(), (lanes, name)
 
 
+def alternating_policy():
+    """A policy with a memory (the steps it has taken on this board): it siphons on even
+    steps and moves on odd ones, so its siphon count shows whether its memory restarts with
+    every board."""
+    def act(key, obs, env_state, steps):
+        return jnp.where(steps % 2 == 0, 4, 0).astype(jnp.int32), steps + 1
+    return RecurrentPolicy(act, jnp.int32(0))
+
+
+def test_play_boards_gives_every_board_a_fresh_memory():
+    """A recurrent policy's memory starts from its initial memory on every board, whatever
+    lane the board lands in: per board, play_boards records what play_episodes does, and the
+    siphons are the board's even steps."""
+    env, key, boards, policy = Countdown(), jax.random.PRNGKey(3), 11, alternating_policy()
+    reference = jax.device_get(jax.jit(lambda k: play_episodes(
+        TrainerEnv(env, None), None, policy, k, boards, 50))(key))
+    assert (reference["siphons"] == (reference["length"] + 1) // 2).all()
+    counters = {"siphons": lambda a: a == 4}
+    for lanes in (1, 3, boards):
+        pooled = jax.device_get(jax.jit(lambda k, lanes=lanes: search.play_boards(
+            env, None, policy, k, boards, 50, lanes, counters))(key))
+        for name in ("length", "stage", "siphons"):
+            assert pooled[name].tolist() == reference[name].tolist(), (lanes, name)
+
+
 def test_play_boards_stops_a_board_at_max_steps_unfinished():
     """A board still running at ``max_steps`` is recorded as unfinished, with its length."""
     env, key = Countdown(), jax.random.PRNGKey(3)
@@ -340,6 +365,32 @@ def test_value_leaf_searches_the_networks_own_return():
             fork, None, settings, prior_fn=search.network_prior(critic, None),
             **search.critic_objective(env, critic, None, "gain", reward_scale=0.5))
         assert int(act(jax.random.PRNGKey(0), obs, state)) == expected, value
+
+
+def test_a_recurrent_search_carries_the_memory_down_the_tree():
+    """``make_recurrent_search_teacher``: the root is evaluated from the player's memory and
+    each child from its parent's memory after the parent's observation. The node here counts
+    observations, and position 2 is worth 0.8 from the seventh observation of the episode on
+    (the player has seen 5, the root is the 6th, every node below it is later); against the
+    gain of 0.5, the search moves there only if the memory travelled root -> child. The
+    memory it hands back is the root's (6). From a memory far below, the same tree never
+    values position 2, and the search takes the gain."""
+    fork = Fork()
+    objective = search.critic_objective(TrainerEnv(fork, None), TableCritic([0.0, 0.0, 0.0]),
+                                        None, "gain", reward_scale=0.5)
+
+    def node_fn(seen, key, obs, state):
+        seen = seen + 1
+        return seen, jnp.zeros(2), jnp.where((obs.position == 2) & (seen >= 7), 0.8, 0.0)
+
+    teach = search.make_recurrent_search_teacher(
+        fork, None, search.SearchSettings(num_simulations=8, gumbel_scale=0.0),
+        node_fn=node_fn, reward_fn=objective["reward_fn"])
+    obs, state = fork.reset(None, None)
+    action, _, memory = teach(jax.random.PRNGKey(0), obs, state, jnp.int32(5))
+    assert (int(action), int(memory)) == (1, 6)
+    action, _, _ = teach(jax.random.PRNGKey(0), obs, state, jnp.int32(-100))
+    assert int(action) == 0
 
 
 # ------------------------------------------------------------------ the command line
