@@ -111,8 +111,8 @@ def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
                          distill_coef=1.0, distill_simulations=8)
     preferred = {}
     for leaf in ("game", "value"):
-        targets = ppo.search_distillation_targets(
-            runner, config.replace(distill_leaf=leaf), env, critic, jax.random.PRNGKey(0))
+        targets = jax.jit(lambda leaf=leaf: ppo.search_distillation_targets(
+            runner, config.replace(distill_leaf=leaf), env, critic, jax.random.PRNGKey(0)))()
         preferred[leaf] = int(np.argmax(np.asarray(targets["target"][0])))
     assert preferred == {"game": 0, "value": 1}
 
