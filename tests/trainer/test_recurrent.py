@@ -317,6 +317,7 @@ def test_evaluation_carries_the_hidden_state(built):
     assert results["masked"].sum() == 0
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow): three trainings, evaluate and watch
 def test_gru_run_resumes_bit_for_bit(tmp_path, compile_cache_dir, capsys):
     """3 updates, save, resume, 2 more == 5 updates in one run, hidden state included (it is
     part of the runner state the checkpoint holds). The checkpoint loads as a policy, and

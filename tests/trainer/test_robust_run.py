@@ -466,6 +466,7 @@ FOUR_DEVICE_TICKS = textwrap.dedent("""
 """)
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow): a 4-device subprocess
 def test_one_tick_per_update_over_four_devices():
     """4 devices, a chunk of 3 then a partial chunk of 2: ticks 1..5, each once (one device
     reports, not four)."""
