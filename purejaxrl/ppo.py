@@ -526,6 +526,12 @@ def reward_scale(stats: ReturnStatistics) -> jax.Array:
     return lax.rsqrt(stats.var + 1e-8)
 
 
+def critic_units(config: TrainConfig, stats: ReturnStatistics):
+    """What one unit of training reward is worth in the critic's units: ``reward_scale``
+    under ``normalize_rewards``, else 1."""
+    return reward_scale(stats) if config.normalize_rewards else 1.0
+
+
 def compute_gae(rewards, values, terminated, truncated, bootstrap_values, last_value,
                 gamma: float, gae_lambda: float):
     """Generalised advantage estimation over time-major arrays [T, ...].
@@ -707,9 +713,8 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     hooks = env.search_hooks
     objective, gamma = {}, hooks.DEFAULT_GAMMA
     if config.distill_leaf == "value":  # the network's objective replaces the game's
-        scale = reward_scale(runner.return_stats) if config.normalize_rewards else 1.0
         objective = critic_objective(env, network, runner.params, config.training_reward,
-                                     scale)
+                                     critic_units(config, runner.return_stats))
         gamma = config.gamma
     settings = SearchSettings(num_simulations=config.distill_simulations,
                               num_worlds=config.distill_worlds, gamma=gamma)

@@ -179,8 +179,7 @@ def main(argv=None) -> int:
         if args.search_leaf == evaluate_search.VALUE_LEAF:
             stats = checkpoint["runner_state"].return_stats
             critic = dict(training_reward=config.training_reward, gamma=config.gamma,
-                          reward_scale=float(ppo.reward_scale(stats))
-                          if config.normalize_rewards else 1.0)
+                          reward_scale=float(ppo.critic_units(config, stats)))
         results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
                                                    int(env_params.max_steps_in_episode),
                                                    critic))
