@@ -50,21 +50,16 @@ def train_config(args, num_envs: int, num_devices: int):
     """The training config the CLI would build for this batch (auto-scaled minibatches and
     epochs); the horizon (learning-rate anneal) is the default one unless the timed updates
     need more."""
-    from purejaxrl.config import TrainConfig, auto_scale_for_batch_size, validate_config
+    from purejaxrl.config import TrainConfig, auto_scale_config, validate_config
     network_choice = {name: getattr(args, name) for name in NETWORK_OPTIONS
                       if getattr(args, name) is not None}
     config = TrainConfig(env=args.env, reward_shaping=args.reward_shaping, num_envs=num_envs,
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds, **network_choice)
-    scaled = auto_scale_for_batch_size(num_envs, args.num_steps, args.num_minibatches,
-                                       num_devices=num_devices,
-                                       whole_sequences=config.recurrent_core != "none",
-                                       sequence_length=config.sequence_length)
+    config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches)
     updates = args.updates_per_chunk * (args.repeats + 1)
-    config = config.replace(num_minibatches=scaled.num_minibatches,
-                            update_epochs=scaled.update_epochs,
-                            total_timesteps=max(config.total_timesteps,
+    config = config.replace(total_timesteps=max(config.total_timesteps,
                                                 config.batch_size * updates))
     validate_config(config)
     return config
@@ -310,11 +305,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--hidden-width", type=int, help="default: the trainer's")
     parser.add_argument("--hidden-depth", type=int, help="default: the trainer's")
     parser.add_argument("--recurrent-core", choices=("none", "gru"),
-                        help="train mode: a GRU between torso and heads (default: the "
-                             "trainer's, none)")
+                        help="train mode: a GRU between torso and heads, or none "
+                             "(default: the trainer's, gru)")
     parser.add_argument("--core-width", type=int, help="GRU width (default: the trainer's)")
     parser.add_argument("--sequence-length", type=int,
-                        help="GRU: BPTT window in steps (default: the whole rollout)")
+                        help="GRU: BPTT window in steps (default: the trainer's, 8)")
     parser.add_argument("--num-minibatches", type=int,
                         help="default: auto-scaled for the batch, as the trainer does")
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,

@@ -120,17 +120,14 @@ def check_training_update(args) -> str:
     import jax
     import numpy as np
     from purejaxrl import ppo
-    from purejaxrl.config import TrainConfig, auto_scale_for_batch_size, validate_config
+    from purejaxrl.config import TrainConfig, auto_scale_config, validate_config
 
     num_devices = args.num_devices or jax.device_count()
     config = TrainConfig(env=args.env, num_envs=args.num_envs or 2 * num_devices,
                          num_steps=args.num_steps,
                          hidden_width=args.hidden_width, num_devices=num_devices)
-    scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
-                                       num_devices=num_devices)
-    config = config.replace(num_minibatches=scaled.num_minibatches,
-                            update_epochs=scaled.update_epochs,
-                            total_timesteps=config.batch_size)
+    config, _ = auto_scale_config(config)
+    config = config.replace(total_timesteps=config.batch_size)
     validate_config(config)
     env, env_params, network, optimizer, reward_components = ppo.build(config)
     mesh = ppo.make_mesh(num_devices)

@@ -83,7 +83,8 @@ def main(argv=None) -> int:
 
     results = {}
     for encoder in args.encoders:
-        config = TrainConfig(encoder=encoder, hidden_width=args.hidden_width)
+        # Behaviour cloning of single observations: the feed-forward network.
+        config = TrainConfig(encoder=encoder, hidden_width=args.hidden_width, recurrent_core="none")
         network = ppo.make_network(config, env)
         params = network.init(jax.random.PRNGKey(args.seed),
                               jax.tree.map(lambda x: x[0], train_obs))

@@ -16,9 +16,10 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARK = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
 CHECK_RUNTIME = os.path.join(REPO_ROOT, "scripts", "check_runtime.py")
 # The toy env and a narrow network keep each training compile to a few seconds.
-TINY_TRAIN = ["--env", "toy", "--hidden-width", "16", "--num-steps", "4", "--repeats", "1",
-              "--updates-per-chunk", "1"]
-TINY_CHECK = ["--env", "toy", "--hidden-width", "16", "--num-steps", "4"]
+TINY_TRAIN = ["--env", "toy", "--hidden-width", "16", "--recurrent-core", "none", "--num-steps",
+              "4", "--repeats", "1", "--updates-per-chunk", "1"]
+# The trainer's default network (the GRU, its 8-step windows a whole rollout here).
+TINY_CHECK = ["--env", "toy", "--hidden-width", "16", "--num-steps", "8"]
 
 MEASUREMENT_KEYS = {"benchmark", "num_envs", "num_steps", "repeats", "trace_lower_s", "compile_s",
                     "sps_median", "sps_min", "sps_max", "peak_host_rss_mb",

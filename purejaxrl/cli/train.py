@@ -13,7 +13,7 @@ a flag is not given (vector observations: its CartPole config, 4 envs x 128 step
 lr 2.5e-4, 64x2 tanh MLP; images: its MinAtar config, 64 envs, 10M steps, lr 5e-3, relu, with
 our small CNN; SPEC §2 has the table); the HackMatrix options (--reward-shaping,
 --close-undo-exploit, --undo-pays-once) are ignored by envs that do not take them. The minibatch
-count and the epochs follow the batch size (``auto_scale_for_batch_size``) unless given. On
+count and the epochs follow the batch size (``auto_scale_config``) unless given. On
 resume, the checkpoint's config is used; a training flag that contradicts it is an error naming
 the field (run options such as --save-interval may change, and a larger --total-timesteps
 extends a run). A resumed run continues in the directory it was loaded from; a new run never
@@ -43,7 +43,7 @@ from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, ENCODER_CHOICES,
                               RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
-                              ConfigError, RunOptions, TrainConfig, auto_scale_for_batch_size,
+                              ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, validate_config, validate_run_options)
 
 CHECKPOINT_DIR = RunOptions.checkpoint_dir
@@ -233,12 +233,12 @@ def config_from_args(args, base: TrainConfig | None, devices: int, say=print,
     """Explicit flags over ``base`` (a checkpoint's config) or over the defaults: the env's
     (``env_defaults``, where they differ from TrainConfig's), then TrainConfig's with the
     auto-scaled minibatch count and epochs (``devices``: all devices of all processes)."""
-    explicit = {name: getattr(args, name) for name in _CONFIG_FLAGS
-                if getattr(args, name) is not None}
+    given = {name: getattr(args, name) for name in _CONFIG_FLAGS
+             if getattr(args, name) is not None}
     if base is not None:
-        return base.replace(**explicit)
+        return base.replace(**given)
     # An env's own minibatch count and epochs are kept like explicit ones (PureJaxRL's).
-    explicit = {**(env_defaults or {}), **explicit}
+    explicit = {**(env_defaults or {}), **given}
     config = TrainConfig().replace(**explicit)
     if "num_devices" not in explicit:
         config = config.replace(num_devices=devices)
@@ -246,15 +246,15 @@ def config_from_args(args, base: TrainConfig | None, devices: int, say=print,
         value = getattr(config, name)
         if not isinstance(value, int) or value < 1:
             raise ConfigError(f"--{name.replace('_', '-')} must be a positive integer, got {value}")
-    scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps,
+    if config.recurrent_core == "none" and "sequence_length" in given:
+        raise ConfigError("--sequence-length needs a recurrent core (--recurrent-core gru): a "
+                          "feed-forward network has no sequence to cut")
+    config, scaled = auto_scale_config(config.without_unused_fields(),
                                        explicit.get("num_minibatches"),
-                                       explicit.get("update_epochs"), config.num_devices,
-                                       whole_sequences=config.recurrent_core != "none",
-                                       sequence_length=config.sequence_length)
+                                       explicit.get("update_epochs"))
     say(f"batch {config.num_envs} envs x {config.num_steps} steps = "
         f"{config.num_envs * config.num_steps}: {scaled.describe()}", flush=True)
-    return config.replace(num_minibatches=scaled.num_minibatches,
-                          update_epochs=scaled.update_epochs)
+    return config
 
 
 def main(argv=None) -> int:

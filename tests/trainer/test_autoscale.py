@@ -42,7 +42,7 @@ def test_awkward_env_counts_get_a_dividing_minibatch_count(num_envs, expected_mi
     assert scaled.update_epochs == 2
     validate_config(TrainConfig(num_envs=num_envs, num_steps=128,
                                 num_minibatches=scaled.num_minibatches,
-                                update_epochs=scaled.update_epochs))
+                                update_epochs=scaled.update_epochs, recurrent_core="none"))
 
 
 @pytest.mark.parametrize("num_envs, num_steps", [(8, 16), (3, 5), (7, 13), (100, 128)])

@@ -28,7 +28,7 @@ TRAIN = os.path.join(REPO_ROOT, "scripts", "train_purejaxrl.py")
 EVALUATE = os.path.join(REPO_ROOT, "scripts", "evaluate.py")
 
 TINY = ["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width", "16",
-        "--hidden-depth", "1", "--no-wandb", "--max-episode-steps", "6"]
+        "--hidden-depth", "1", "--recurrent-core", "none", "--no-wandb", "--max-episode-steps", "6"]
 
 
 def run(script, *args, timeout=300, **extra_env):

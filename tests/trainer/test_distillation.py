@@ -20,7 +20,7 @@ from tests.trainer.toy_run import rollout_setup
 
 CONFIG = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=6, hidden_width=16,
                      hidden_depth=1, num_minibatches=4, update_epochs=2, total_timesteps=64,
-                     lr=1e-2)
+                     recurrent_core="none", lr=1e-2)
 
 
 @pytest.fixture(scope="module")
@@ -83,7 +83,7 @@ def test_distillation_config_is_checked_before_any_work():
     with pytest.raises(ConfigError, match="--distill-coef must be >= 0"):
         validate_config(CONFIG.replace(distill_coef=-1.0))
     with pytest.raises(ConfigError, match="feed-forward"):
-        validate_config(on.replace(recurrent_core="gru", num_minibatches=2))
+        validate_config(on.replace(recurrent_core="gru", sequence_length=None, num_minibatches=2))
     with pytest.raises(ConfigError, match="must divide the envs per device"):
         validate_config(on.replace(num_minibatches=16))
     with pytest.raises(ConfigError, match="--distill-simulations"):
@@ -108,7 +108,7 @@ def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
         return_stats=ppo.ReturnStatistics(count=jnp.float32(1.0), mean=jnp.float32(0.0),
                                           var=jnp.float32(4.0)))
     config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
-                         distill_coef=1.0, distill_simulations=8)
+                         distill_coef=1.0, distill_simulations=8, recurrent_core="none")
     preferred = {}
     for leaf in ("game", "value"):
         targets = jax.jit(lambda leaf=leaf: ppo.search_distillation_targets(
@@ -124,7 +124,8 @@ def test_hackmatrix_run_distils_the_search_teacher(tmp_path, compile_cache_dir):
     from purejaxrl.train import train
     from tests.trainer.toy_run import options
     config = TrainConfig(num_envs=16, num_steps=8, total_timesteps=256, num_minibatches=4,
-                         update_epochs=1, distill_coef=0.5, distill_simulations=4)
+                         update_epochs=1, distill_coef=0.5, distill_simulations=4,
+                         recurrent_core="none")
     result = train(config, options(tmp_path, compile_cache_dir))
     assert result.updates_done == 2
     for record in result.records:

@@ -119,7 +119,8 @@ def test_the_command_line_exits_1_with_one_error_line(tmp_path, capsys):
     update: nothing finite to save beyond the initial state, so nothing is saved, and that is
     said."""
     code = train_main(["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width",
-                       "16", "--hidden-depth", "1", "--no-wandb", "--max-episode-steps", "6",
+                       "16", "--hidden-depth", "1", "--recurrent-core", "none", "--no-wandb",
+                       "--max-episode-steps", "6",
                        "--total-timesteps", "96", "--lr", "1e38", "--checkpoint-dir",
                        str(tmp_path), "--run-name", "r", "--quiet", "--no-compile-cache"])
     captured = capsys.readouterr()

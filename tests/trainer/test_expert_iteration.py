@@ -164,7 +164,7 @@ def test_two_iterations_on_hackmatrix_write_a_checkpoint_that_plays(tmp_path):
     from purejaxrl.config import TrainConfig
     from purejaxrl.policy import load_policy
 
-    config = TrainConfig(num_envs=2, hidden_width=16, hidden_depth=1)
+    config = TrainConfig(num_envs=2, hidden_width=16, hidden_depth=1, recurrent_core="none")
     env, env_params, network, optimizer, components = ppo.build(config)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
     source = str(tmp_path / "source")

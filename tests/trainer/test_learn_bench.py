@@ -156,7 +156,7 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     # Episodes of at most 4 steps: every 8-step update ends some, so each has a curve point.
     config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
                          max_episode_steps=4, hidden_width=16, num_minibatches=4,
-                         update_epochs=4)
+                         update_epochs=4, recurrent_core="none")
     options = RunOptions(checkpoint_dir=str(tmp_path / "runs"), wandb=False, quiet=True,
                          compile_cache_dir=compile_cache_dir)
 

@@ -27,8 +27,9 @@ from tests.trainer.toy_run import assert_trees_equal, options
 FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures")
 BEFORE_ISSUE_15 = os.path.join(FIXTURES, "checkpoint_before_issue15.pkl")
 V1_TOY = os.path.join(FIXTURES, "checkpoint_v1_toy.pkl")
-# The fixture's run: toy_run.CONFIG with the defaults of its time (gamma was 0.99 until stop 34).
-CONFIG = TOY_CONFIG.replace(gamma=0.99)
+# The fixture's run: toy_run.CONFIG with the defaults of its time (gamma was 0.99 until stop 34;
+# the recurrent core's fields, unused by its feed-forward network, had defaults 256 and None).
+CONFIG = TOY_CONFIG.replace(gamma=0.99, core_width=256, sequence_length=None)
 
 
 @pytest.mark.parametrize("fixture", [BEFORE_ISSUE_15, V1_TOY])

@@ -103,7 +103,7 @@ def test_network_shapes_torsos_and_float32_outputs(separate, encoder, hackmatrix
     encoder's one shared cell embedding comes on top); bfloat16 compute keeps float32
     parameters and float32 logits/values."""
     config = TrainConfig(hidden_width=8, hidden_depth=2, separate_torsos=separate,
-                         compute_dtype="bfloat16", encoder=encoder)
+                         compute_dtype="bfloat16", encoder=encoder, recurrent_core="none")
     network = make_network(config, hackmatrix)
     obs = _observation(3, 5)
     params = network.init(jax.random.PRNGKey(0), obs)
@@ -120,7 +120,8 @@ def test_network_shapes_torsos_and_float32_outputs(separate, encoder, hackmatrix
 def test_orthogonal_init_scales(hackmatrix):
     """Orthogonal hidden weights (W^T W = 2 I for gain sqrt 2), policy head gain 0.01, zero
     biases: initial logits are near zero (near-uniform initial policy)."""
-    config = TrainConfig(hidden_width=16, hidden_depth=1, separate_torsos=False)
+    config = TrainConfig(hidden_width=16, hidden_depth=1, separate_torsos=False,
+                         recurrent_core="none")
     network = make_network(config, hackmatrix)
     params = network.init(jax.random.PRNGKey(0), _observation(1, 2))["params"]
     hidden = params["MLPTorso_0"]["Dense_0"]

@@ -46,7 +46,7 @@ SCRIPT = textwrap.dedent("""
     # Full-batch updates (1 minibatch, 2 epochs) of 8 envs x 8 steps, on 4 devices and on 1.
     base = TrainConfig(env="toy", num_envs=8, num_steps=8, num_minibatches=1, update_epochs=2,
                        total_timesteps=3 * 64, max_episode_steps=5, hidden_width=16,
-                       hidden_depth=1, lr=1e-2)
+                       hidden_depth=1, recurrent_core="none", lr=1e-2)
     four = run(base.replace(num_devices=4), "four", stop_after_updates=1)
     one = run(base.replace(num_devices=1), "one", stop_after_updates=1)
     from purejaxrl import ppo

@@ -40,7 +40,8 @@ LAUNCH_TIMEOUT_S = 300
 # 8 envs x 8 steps over 4 devices: 2 envs per device, 2 minibatches, 2 epochs.
 CONFIG_FLAGS = ["--env", "toy", "--num-envs", "8", "--num-steps", "8", "--num-minibatches", "2",
                 "--update-epochs", "2", "--total-timesteps", "640", "--max-episode-steps", "5",
-                "--hidden-width", "16", "--hidden-depth", "1", "--lr", "0.01"]
+                "--hidden-width", "16", "--hidden-depth", "1", "--recurrent-core", "none",
+                "--lr", "0.01"]
 
 # Phase A drives train() directly so each process can report its own parameter shards.
 # argv: the report directory, then the trainer's arguments.

@@ -66,7 +66,8 @@ def test_window_centre_is_the_player_cell_and_holds_the_whole_board(hackmatrix, 
 
 
 def test_egocentric_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations):
-    config = TrainConfig(encoder="egocentric", cell_features=4, hidden_width=16)
+    config = TrainConfig(encoder="egocentric", cell_features=4, hidden_width=16,
+                         recurrent_core="none")
     network = make_network(config, hackmatrix)
     single = jax.tree.map(lambda x: x[0], observations)
     params = network.init(jax.random.PRNGKey(0), single)
@@ -93,7 +94,8 @@ def test_cnn_encoder_runs_on_minatar_images_single_and_batched():
     assert env.image_observation
     obs, _ = jax.vmap(env.reset, in_axes=(0, None))(jax.random.split(jax.random.PRNGKey(0), 3),
                                                    env.default_params)
-    network = make_network(TrainConfig(env="Breakout-MinAtar", encoder="cnn", hidden_width=8),
+    network = make_network(TrainConfig(env="Breakout-MinAtar", encoder="cnn", hidden_width=8,
+                                       recurrent_core="none"),
                            env)
     params = network.init(jax.random.PRNGKey(0), obs[0])
     assert params["params"]["ConvEncoder_0"]["Conv_0"]["kernel"].shape == (3, 3, 4, 16)

@@ -28,8 +28,8 @@ from envs.toy import EXIT_CELL, ToyState
 from tests.trainer.toy_run import assert_trees_equal, options, rollout_setup
 
 CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=16, max_episode_steps=5, hidden_width=16,
-                     hidden_depth=1, recurrent_core="gru", core_width=8, num_minibatches=2,
-                     update_epochs=2, total_timesteps=5 * 64, lr=1e-2)
+                     hidden_depth=1, recurrent_core="gru", core_width=8, sequence_length=None,
+                     num_minibatches=2, update_epochs=2, total_timesteps=5 * 64, lr=1e-2)
 
 
 @pytest.fixture(scope="module")
@@ -251,10 +251,13 @@ def test_windowed_replay_reproduces_the_rollout(built, windowed_rollout):
 
 
 def test_sequence_length_validation():
-    """--sequence-length needs a recurrent core and must divide --num-steps; minibatches then
-    split the sequences (envs x windows), so 8 minibatches fit 4 envs x 4 windows."""
-    with pytest.raises(ConfigError, match="--sequence-length needs a recurrent core"):
-        validate_config(WINDOWED.replace(recurrent_core="none"))
+    """--sequence-length must divide --num-steps; minibatches then split the sequences (envs x
+    windows), so 8 minibatches fit 4 envs x 4 windows. A feed-forward network has no
+    sequence: its rollout is one window whatever the field says (the CLI refuses the explicit
+    flag without a core: test_cli_flags_and_auto_scaled_minibatches_split_envs)."""
+    feed_forward = WINDOWED.replace(recurrent_core="none", num_minibatches=32)
+    validate_config(feed_forward)
+    assert feed_forward.windows_per_env == 1 and WINDOWED.windows_per_env == 4
     for bad in (0, 5, 32):
         with pytest.raises(ConfigError, match="positive divisor of --num-steps"):
             validate_config(WINDOWED.replace(sequence_length=bad))
@@ -372,8 +375,11 @@ def test_cli_flags_and_auto_scaled_minibatches_split_envs():
     """--recurrent-core gru --core-width N --sequence-length L reach the config; the
     auto-scaled minibatch count then divides the sequences per device (here 6 envs x 1000
     steps: 4 would divide the batch but not the 6 whole-rollout sequences; it divides the 24
-    windows of 250); without a core it is unchanged; an older checkpoint's config without the
-    fields reads as feed-forward with whole-rollout windows."""
+    windows of 250). The default network is the GRU 128 with 8-step windows (SPEC §4.4);
+    --recurrent-core none is the feed-forward one, its minibatches unchanged and no window
+    in its config, and an explicit --sequence-length without a core is refused. An older
+    checkpoint's config without the fields reads as feed-forward with whole-rollout
+    windows."""
     from purejaxrl.cli.train import build_parser, config_from_args
     from purejaxrl.config import FIELDS_ADDED_LATER
 
@@ -381,7 +387,7 @@ def test_cli_flags_and_auto_scaled_minibatches_split_envs():
         args = build_parser().parse_args(["--env", "toy", "--num-envs", "6", "--num-steps",
                                           "1000", *flags])
         return config_from_args(args, None, devices=1, say=lambda *a, **k: None)
-    gru = parsed("--recurrent-core", "gru", "--core-width", "32")
+    gru = parsed("--recurrent-core", "gru", "--core-width", "32", "--sequence-length", "1000")
     assert (gru.recurrent_core, gru.core_width) == ("gru", 32)
     assert 6 % gru.num_minibatches == 0
     validate_config(gru.replace(separate_torsos=False))
@@ -389,8 +395,14 @@ def test_cli_flags_and_auto_scaled_minibatches_split_envs():
     windowed = parsed("--recurrent-core", "gru", "--sequence-length", "250")
     assert (windowed.sequence_length, windowed.num_minibatches, gru.num_minibatches) == (250, 4, 3)
     validate_config(windowed)
-    feed_forward = parsed()
-    assert feed_forward.recurrent_core == "none" and feed_forward.num_minibatches == 4
+    default = parsed()
+    assert (default.recurrent_core, default.core_width, default.sequence_length) == ("gru", 128, 8)
+    assert (6 * 1000 // 8) % default.num_minibatches == 0
+    validate_config(default)
+    feed_forward = parsed("--recurrent-core", "none")
+    assert (feed_forward.num_minibatches, feed_forward.sequence_length) == (4, None)
+    with pytest.raises(ConfigError, match="--sequence-length needs a recurrent core"):
+        parsed("--recurrent-core", "none", "--sequence-length", "8")
     old = {k: v for k, v in TrainConfig().to_dict().items()
            if k not in ("recurrent_core", "core_width", "sequence_length")}
     assert TrainConfig.from_dict(old).recurrent_core == "none"

@@ -46,7 +46,8 @@ TIMEOUT_S = 240
 
 # Toy runs long enough never to finish by themselves (10^7 updates of 32 env steps).
 ENDLESS = ["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--hidden-width", "16",
-           "--hidden-depth", "1", "--max-episode-steps", "6", "--no-wandb",
+           "--hidden-depth", "1", "--recurrent-core", "none", "--max-episode-steps", "6",
+           "--no-wandb",
            "--total-timesteps", str(32 * 10**7), "--run-name", "run"]
 
 def wait_for(condition, what, timeout=TIMEOUT_S, proc=None):
@@ -451,7 +452,8 @@ FOUR_DEVICE_TICKS = textwrap.dedent("""
 
     config = TrainConfig(env="toy", num_envs=8, num_steps=8, num_minibatches=2,
                          update_epochs=2, total_timesteps=100 * 64, max_episode_steps=5,
-                         hidden_width=16, hidden_depth=1, lr=1e-2, num_devices=4)
+                         hidden_width=16, hidden_depth=1, recurrent_core="none", lr=1e-2,
+                         num_devices=4)
     env, env_params, network, optimizer, components = ppo.build(config)
     mesh = ppo.make_mesh(4)
     ticks = []

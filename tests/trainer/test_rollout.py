@@ -20,7 +20,7 @@ from tests.trainer.toy_run import rollout_setup
 # The env's own reward is the one stored and checked against the toy table below.
 CONFIG = TrainConfig(env="toy", num_envs=6, num_steps=48, max_episode_steps=7, hidden_width=16,
                      hidden_depth=1, num_minibatches=1, update_epochs=1, total_timesteps=288,
-                     training_reward="env")
+                     training_reward="env", recurrent_core="none")
 
 
 def toy_reward(features, action):

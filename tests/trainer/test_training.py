@@ -254,7 +254,7 @@ def test_ppo_learns_the_toy_corridor(tmp_path, compile_cache_dir):
     pays 0.15 - 0.01 per step, so a 16-step episode can earn about 1.5 more than walking)."""
     config = TrainConfig(env="toy", num_envs=8, num_steps=16, num_minibatches=4,
                          update_epochs=4, total_timesteps=40 * 128, hidden_width=32,
-                         hidden_depth=1, lr=3e-3)
+                         hidden_depth=1, recurrent_core="none", lr=3e-3)
     env, env_params = ppo.make_env(config)
     play = make_policy_comparison(env, env_params, [random_policy(env)], 256, 100)
     random_return = summarize_episodes(play(0, jax.random.PRNGKey(0)), env)["return_mean"]

@@ -14,7 +14,7 @@ from purejaxrl.config import RunOptions, TrainConfig
 # 4 envs x 8 steps = 32 samples per update; 5 updates in chunks of 2 = 2 + 2 + 1 (partial).
 CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=8, num_minibatches=2, update_epochs=2,
                      total_timesteps=5 * 32, max_episode_steps=6, hidden_width=16,
-                     hidden_depth=1, lr=1e-2)
+                     hidden_depth=1, recurrent_core="none", lr=1e-2)
 
 
 def options(tmp_path, cache_dir, **overrides) -> RunOptions:

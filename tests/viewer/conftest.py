@@ -16,16 +16,17 @@ def viewer_cache(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def tiny_checkpoint(tmp_path_factory):
-    """A width-8 HackMatrix policy at initialisation, saved as a checkpoint of update 0 by the
-    trainer's own writer. The viewers read any checkpoint alike; skipping the PPO update keeps
-    its compile (the largest cost of this fixture) out of the default suite."""
+    """A width-8 HackMatrix policy of the default network (a GRU core, here 8 wide) at
+    initialisation, saved as a checkpoint of update 0 by the trainer's own writer. The viewers
+    read any checkpoint alike; skipping the PPO update keeps its compile (the largest cost of
+    this fixture) out of the default suite."""
     from purejaxrl import ppo
     from purejaxrl.checkpoint import save_checkpoint
     from purejaxrl.config import TrainConfig
 
-    config = TrainConfig(env="hackmatrix", num_envs=2, num_steps=4, total_timesteps=8,
+    config = TrainConfig(env="hackmatrix", num_envs=2, num_steps=8, total_timesteps=16,
                          num_minibatches=1, update_epochs=1, hidden_width=8, hidden_depth=1,
-                         max_episode_steps=20, seed=1)
+                         core_width=8, max_episode_steps=20, seed=1)
     env, env_params, network, optimizer, components = ppo.build(config)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
     run_dir = str(tmp_path_factory.mktemp("ckpt") / "tiny")
