@@ -273,7 +273,7 @@ def format_stage_report(rows: list[dict]) -> str:
     header = (f"{'stage':>5}{'reached':>9}{'cleared':>9}{'clear%':>8}"
               + "".join(f"{cause:>11}" for cause in END_CAUSES[1:])
               + f"{'steps':>8}" + "".join(f"{name:>9}" for name in per_stage)
-              + "".join(f"{name:>12}" for name in resources))
+              + "".join(f"{name:>{_column(name)}}" for name in resources))
     lines = [header]
 
     def number(value, fmt, width):
@@ -286,8 +286,12 @@ def format_stage_report(rows: list[dict]) -> str:
             + "".join(f"{row['ended'][cause]:>11}" for cause in END_CAUSES[1:])
             + number(row["steps_mean"], ".1f", 8)
             + "".join(number(row[f"{name}_mean"], ".2f", 9) for name in per_stage)
-            + "".join(number(row[name], ".2f", 12) for name in resources))
+            + "".join(number(row[name], ".2f", _column(name)) for name in resources))
     return "\n".join(lines)
+
+
+def _column(name: str) -> int:
+    return max(12, len(name) + 2)
 
 
 def make_policy_comparison(env, env_params, policies: list[Policy | RecurrentPolicy],

@@ -250,9 +250,10 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     def episode_resources(self, state: EnvState) -> dict:
         """What the player holds in ``state`` (evaluation reports it at the end of a game: the
-        HP, credits and energy that were left unspent)."""
+        HP, credits and energy that were left unspent, and how many programs were owned)."""
         return {"hp": state.player.hp, "credits": state.player.credits,
-                "energy": state.player.energy}
+                "energy": state.player.energy,
+                "programs_owned": jnp.sum(state.owned).astype(jnp.int32)}
 
     def action_mask(self, obs: observation.Observation) -> jax.Array:
         return obs.action_mask

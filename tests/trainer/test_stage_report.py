@@ -80,4 +80,4 @@ def test_heuristic_games_report_consistent_stages_and_resources():
     ended = sum(sum(r["ended"].values()) for r in rows)
     assert ended == int(np.sum(~np.asarray(results["won"])))
     np.testing.assert_array_equal(np.sum(results["stage_steps"], axis=1), results["length"])
-    assert {"end_hp", "end_credits", "end_energy"} <= set(rows[0])
+    assert {"end_hp", "end_credits", "end_energy", "end_programs_owned"} <= set(rows[0])
