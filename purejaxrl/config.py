@@ -78,6 +78,11 @@ class TrainConfig:
     # A reward UNDO took back is not paid again (envs/hackmatrix/core/reward_ledger.py): Swift
     # pays it again, and agents learn to farm it (SPEC §4.4).
     undo_pays_once: bool = struct.field(pytree_node=False, default=True)
+    # Start-programs curriculum (HackMatrix): a share of training games starts with this many
+    # random programs owned, so that running programs is met before acquiring them is
+    # learned (agents trained without it die owning none, SPEC §4.4). 0: off.
+    start_programs: int = struct.field(pytree_node=False, default=0)
+    start_programs_share: float = struct.field(pytree_node=False, default=0.5)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -209,7 +214,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "curriculum_share": 0.0, "curriculum_slots": 64,
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
-                      "distill_leaf": "game"}
+                      "distill_leaf": "game", "start_programs": 0,
+                      "start_programs_share": 0.5}
 
 
 @dataclasses.dataclass
@@ -382,6 +388,10 @@ def validate_config(config: TrainConfig) -> None:
              f"--separate-torsos is not available with --recurrent-core "
              f"{config.recurrent_core}: actor and critic share the core (use "
              "--no-separate-torsos)")
+    need(isinstance(config.start_programs, int) and config.start_programs >= 0,
+         f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
+    need(0.0 <= config.start_programs_share <= 1.0,
+         f"--start-programs-share must be in [0, 1], got {config.start_programs_share}")
     need(config.distill_coef >= 0, f"--distill-coef must be >= 0, got {config.distill_coef}")
     if config.distill_coef > 0:
         for name in ("distill_simulations", "distill_worlds"):

@@ -56,12 +56,19 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
     """(env, env_params) for ``config.env``, the env read through ``TrainerEnv``. A config the
     env cannot train with (an unknown id, a training reward, encoder or curriculum it does not
     offer) is a ``ConfigError`` naming the option, raised before anything is compiled."""
+    if config.start_programs and not registry.takes_option(config.env, "start_programs"):
+        raise ConfigError(f"--start-programs needs an env that takes it (hackmatrix); "
+                          f"{config.env!r} does not")
     try:
         env, params = registry.make(config.env, reward_shaping=config.reward_shaping,
                                     close_undo_exploit=config.close_undo_exploit,
-                                    undo_pays_once=config.undo_pays_once)
+                                    undo_pays_once=config.undo_pays_once,
+                                    start_programs=config.start_programs,
+                                    start_programs_share=config.start_programs_share)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
+    except ValueError as error:  # an option value the env refuses
+        raise ConfigError(f"--env {config.env}: {error}") from None
     if config.max_episode_steps is not None:
         params = params.replace(max_steps_in_episode=config.max_episode_steps)
     if hasattr(params, "shaping_gamma"):

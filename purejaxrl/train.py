@@ -324,9 +324,12 @@ class _Run:
             config.num_updates, self.update + stop_after_updates)
         self.evaluator = None
         if options.eval_interval:
-            self.evaluator = make_training_evaluator(self.env, self.env_params, self.network,
+            # The game's own start (the start-programs curriculum is training only).
+            eval_env, eval_params = (ppo.make_env(config.replace(start_programs=0))
+                                     if config.start_programs else (self.env, self.env_params))
+            self.evaluator = make_training_evaluator(eval_env, eval_params, self.network,
                                                      options.eval_envs,
-                                                     int(self.env_params.max_steps_in_episode))
+                                                     int(eval_params.max_steps_in_episode))
         self.records, self.last_checkpoint = [], None  # last_checkpoint: of this session
         # Seed s of a multi-seed run is a single-seed run named <run name>/seed-<s>: its
         # checkpoints can be evaluated, watched or continued alone like any run's.

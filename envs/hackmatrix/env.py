@@ -50,28 +50,37 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     bonus, the default) or "potential" (decisions R7); ``close_undo_exploit`` clears the UNDO
     history at every stage start (decisions R9, off by default); ``undo_pays_once`` pays a
     reward that UNDO took back only once (``core/reward_ledger.py``; a training option, off by
-    default: Swift pays it again); slot capacities.
+    default: Swift pays it again); ``start_programs`` K > 0 starts a share
+    ``start_programs_share`` of new games with K random programs owned (a curriculum, off by
+    default: the game starts with none; ``training.start_with_programs``); slot capacities.
     """
 
     reward_components = REWARD_COMPONENTS  # info["reward_breakdown"] keys, in summing order
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
     # episode_resources below.
     version = ENV_VERSION
-    training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once")
+    training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
+                        "start_programs", "start_programs_share")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
-                 undo_pays_once: bool = False, max_enemies: int = MAX_ENEMIES,
+                 undo_pays_once: bool = False, start_programs: int = 0,
+                 start_programs_share: float = 0.5, max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
                              f"got {reward_shaping!r}")
         if history_size < 1 or max_enemies < 1 or max_transmissions < 1:
             raise ValueError("capacities must be positive")
+        if not 0 <= start_programs <= N_PROGRAMS or not 0.0 <= start_programs_share <= 1.0:
+            raise ValueError(f"start_programs must be in 0..{N_PROGRAMS} and "
+                             "start_programs_share in [0, 1]")
         self.reward_shaping = reward_shaping
         self.close_undo_exploit = close_undo_exploit
         self.undo_pays_once = undo_pays_once
+        self.start_programs = start_programs
+        self.start_programs_share = start_programs_share
         self.max_enemies = max_enemies
         self.max_transmissions = max_transmissions
         self.history_size = history_size
@@ -79,7 +88,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
-                self.max_enemies, self.max_transmissions, self.history_size)
+                self.start_programs, self.start_programs_share, self.max_enemies,
+                self.max_transmissions, self.history_size)
 
     def __hash__(self):
         return hash(self._config())
@@ -103,7 +113,14 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         state = generation.new_game(key, max_enemies=self.max_enemies,
                                     max_transmissions=self.max_transmissions,
                                     history_size=self.history_size)
-        return state.replace(ledger=self.fresh_ledger())
+        return self._with_start_programs(state, key).replace(ledger=self.fresh_ledger())
+
+    def _with_start_programs(self, state: EnvState, key) -> EnvState:
+        """A new game's state under the start-programs option (static: nothing without it)."""
+        if self.start_programs == 0:
+            return state
+        return training.start_with_programs(state, key, self.start_programs,
+                                            self.start_programs_share)
 
     def fresh_ledger(self):
         """A new episode's reward ledger (``undo_pays_once``), else None."""
@@ -124,7 +141,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             history_size=self.history_size)
         # A new game's history is empty (size 0): the snapshot slots are never read, so the
         # old arrays are kept instead of being gathered, cleared and scattered.
-        fresh = without_snapshots(fresh)
+        fresh = self._with_start_programs(without_snapshots(fresh), key_reset)
 
         def one_board(loop):
             phase, last, _ = loop  # phase 0: the stage advance, 1: the new game

@@ -37,6 +37,24 @@ def progress_reward(reward: jax.Array, breakdown: dict) -> jax.Array:
 
 TRAINING_REWARDS = {"progress": progress_reward}
 
+# Folded into a new game's key for the start-programs draw, so that the board, the corner and
+# the starting bonus are those of the game without the option.
+START_PROGRAMS_KEY_TAG = 0x5A27
+
+
+def start_with_programs(state, key: jax.Array, count: int, share: float):
+    """The start-programs curriculum (a training option; the game starts with none): with
+    probability ``share`` a new game's player owns ``count`` distinct programs, uniform among
+    the 23, acquired in a uniform order; otherwise ``state`` unchanged. Credits and energy are
+    the game's own, so running them is still paid for."""
+    key = jax.random.fold_in(key, START_PROGRAMS_KEY_TAG)
+    k_share, k_pick = jax.random.split(key)
+    order = jax.random.permutation(k_pick, state.program_rank.shape[-1])[:count]
+    rank = jnp.full_like(state.program_rank, -1).at[order].set(
+        jnp.arange(count, dtype=state.program_rank.dtype))
+    granted = jax.random.uniform(k_share) < share
+    return state.replace(program_rank=jnp.where(granted, rank, state.program_rank))
+
 
 def _direction(action):
     return action < ACTION_SIPHON

@@ -51,6 +51,7 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
+    "start_programs", "start_programs_share",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
@@ -81,6 +82,12 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--undo-pays-once", action=flag,
                      help="a reward that UNDO took back is not paid again (Swift pays it "
                           "again, a farm trained agents find: SPEC §1.5)")
+    env.add_argument("--start-programs", type=int, metavar="K",
+                     help="(HackMatrix) start a share of training games with K random "
+                          "programs owned (a curriculum: the game starts with none; "
+                          "evaluation plays the game's own start; 0 = off)")
+    env.add_argument("--start-programs-share", type=float, metavar="P",
+                     help="the share of training games that start with --start-programs")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "

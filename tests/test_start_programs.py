@@ -1,0 +1,106 @@
+"""The start-programs curriculum (``HackMatrix(start_programs=K, start_programs_share=P)``, the
+trainer's ``--start-programs``): a share P of new games, at reset and at the step's auto-reset,
+starts with K distinct programs owned; everything else about the game (board, corner, starting
+bonus) is the game without the option, and a policy loaded to play is judged on the game's own
+start. Agents trained without it die owning no program (SPEC §4.4)."""
+
+import jax
+import numpy as np
+import pytest
+
+from envs.hackmatrix.env import HackMatrix
+from purejaxrl.config import ConfigError, TrainConfig, validate_config
+
+PLAIN = HackMatrix()
+ALWAYS = HackMatrix(start_programs=3, start_programs_share=1.0)
+PARAMS = PLAIN.default_params
+KEYS = jax.random.split(jax.random.PRNGKey(11), 16)
+
+
+def _without_programs(state):
+    return state.replace(program_rank=0)
+
+
+def _assert_same_game(a, b):
+    same = jax.tree.map(lambda x, y: np.array_equal(np.asarray(x), np.asarray(y)),
+                        _without_programs(a), _without_programs(b))
+    assert all(jax.tree.leaves(same))
+
+
+def test_every_new_game_owns_k_distinct_programs_on_the_game_it_would_be():
+    """Share 1: each reset owns exactly K programs, ranked 0..K-1 (acquisition order), drawn
+    per game (not the same three every time); the rest of the state is the plain reset's."""
+    reset = jax.jit(jax.vmap(lambda key: PLAIN.reset(key, PARAMS)[1]))
+    granted = jax.jit(jax.vmap(lambda key: ALWAYS.reset(key, PARAMS)[1]))
+    plain, states = reset(KEYS), granted(KEYS)
+    ranks = np.asarray(states.program_rank)
+    assert (np.sort(ranks, axis=1)[:, -3:] == [0, 1, 2]).all()
+    assert ((ranks >= 0).sum(axis=1) == 3).all()
+    assert len({tuple(np.flatnonzero(row >= 0)) for row in ranks}) > 1
+    assert (np.asarray(plain.program_rank) == -1).all()
+    _assert_same_game(plain, states)
+
+
+def test_share_zero_and_count_zero_are_the_plain_game():
+    never = HackMatrix(start_programs=3, start_programs_share=0.0)
+    for env in (never, HackMatrix(start_programs=0, start_programs_share=1.0)):
+        state = env.reset(KEYS[0], PARAMS)[1]
+        assert (np.asarray(state.program_rank) == -1).all()
+        _assert_same_game(PLAIN.reset(KEYS[0], PARAMS)[1], state)
+
+
+def test_the_auto_reset_after_an_ended_game_grants_them_too():
+    """Training resets inside ``step``: an invalid action ends the game (decisions R4), and the
+    next game is ``reset(key_reset)``'s, programs included (so, by the test above, the plain
+    env's next game with K programs owned)."""
+    obs, state = PLAIN.reset(KEYS[1], PARAMS)
+    invalid = int(np.flatnonzero(~np.asarray(obs.action_mask))[0])
+    step_key = jax.random.PRNGKey(5)
+    next_obs, next_state, _, terminated, _, _ = jax.jit(ALWAYS.step)(step_key, state, invalid,
+                                                                     PARAMS)
+    assert bool(terminated)
+    assert int((np.asarray(next_state.program_rank) >= 0).sum()) == 3
+    assert int(np.asarray(next_obs.programs).sum()) == 3  # the agent sees them
+    _, key_reset = jax.random.split(step_key)
+    expected = ALWAYS.reset(key_reset, PARAMS)[1]
+    same = jax.tree.map(lambda x, y: np.array_equal(np.asarray(x), np.asarray(y)),
+                        next_state.replace(time=0), expected.replace(time=0))
+    assert all(jax.tree.leaves(same))
+
+
+def test_option_values_are_checked():
+    with pytest.raises(ValueError, match="start_programs must be in 0..23"):
+        HackMatrix(start_programs=24)
+    with pytest.raises(ConfigError, match="--start-programs-share must be in"):
+        validate_config(TrainConfig(start_programs=2, start_programs_share=1.5))
+    with pytest.raises(ConfigError, match="--start-programs must be a non-negative"):
+        validate_config(TrainConfig(start_programs=-1))
+
+
+def test_toy_does_not_take_it():
+    from purejaxrl import ppo
+    with pytest.raises(ConfigError, match="--start-programs needs an env that takes it"):
+        ppo.make_env(TrainConfig(env="toy", start_programs=2))
+    with pytest.raises(ConfigError, match="start_programs must be in 0..23"):
+        ppo.make_env(TrainConfig(start_programs=30))
+
+
+def test_a_policy_trained_with_it_plays_the_games_own_start(tmp_path):
+    """``load_policy`` (evaluate, watch) builds the env without the curriculum, whatever the
+    checkpoint's config says; the learning benchmark's judge is the env's own defaults."""
+    from purejaxrl import ppo
+    from purejaxrl.checkpoint import save_checkpoint
+    from purejaxrl.policy import load_policy
+
+    config = TrainConfig(num_envs=2, num_steps=8, total_timesteps=16, num_minibatches=1,
+                         update_epochs=1, hidden_width=8, hidden_depth=1, recurrent_core="none",
+                         start_programs=2, start_programs_share=1.0)
+    env, env_params, network, optimizer, components = ppo.build(config)
+    assert env.env.start_programs == 2
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    run_dir = str(tmp_path / "run")
+    save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
+                    env_steps=0, run_name="run", wandb_run_id=None, elapsed_seconds=0.0, keep=1)
+    policy = load_policy(run_dir)
+    assert policy.checkpoint["config"]["start_programs"] == 2
+    assert policy.config.start_programs == 0 and policy.env.env.start_programs == 0
