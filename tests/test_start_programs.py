@@ -42,11 +42,13 @@ def test_every_new_game_owns_k_distinct_programs_on_the_game_it_would_be():
 
 
 def test_share_zero_and_count_zero_are_the_plain_game():
-    never = HackMatrix(start_programs=3, start_programs_share=0.0)
-    for env in (never, HackMatrix(start_programs=0, start_programs_share=1.0)):
-        state = env.reset(KEYS[0], PARAMS)[1]
-        assert (np.asarray(state.program_rank) == -1).all()
-        _assert_same_game(PLAIN.reset(KEYS[0], PARAMS)[1], state)
+    """Share 0 grants nothing; K = 0 (the default) leaves the env's graph as it was."""
+    from envs.hackmatrix.training import start_with_programs
+    state = PLAIN.reset(KEYS[0], PARAMS)[1]
+    np.testing.assert_array_equal(start_with_programs(state, KEYS[0], 3, 0.0).program_rank,
+                                  state.program_rank)
+    assert HackMatrix(start_programs=0, start_programs_share=1.0)._with_start_programs(
+        state, KEYS[0]) is state
 
 
 def test_the_auto_reset_after_an_ended_game_grants_them_too():
