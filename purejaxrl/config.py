@@ -186,6 +186,11 @@ class TrainConfig:
             return self.replace(sequence_length=None)
         return self
 
+    def for_play(self) -> "TrainConfig":
+        """This config as a trained policy plays it: from the game's own start (the
+        start-programs curriculum is training only)."""
+        return self.replace(start_programs=0)
+
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
 
@@ -327,12 +332,10 @@ def auto_scale_config(config: TrainConfig, num_minibatches: Optional[int] = None
     """``config`` with its minibatch count and epochs auto-scaled for its batch, its network
     (whole sequences with a recurrent core) and its devices; an explicit value wins for its
     own dimension. Also returns the ``AutoScaled`` record (what was derived, for printing)."""
-    recurrent = config.recurrent_core != "none"
     scaled = auto_scale_for_batch_size(config.num_envs, config.num_steps, num_minibatches,
                                        update_epochs, config.num_devices,
-                                       whole_sequences=recurrent,
-                                       sequence_length=config.sequence_length if recurrent
-                                       else None)
+                                       whole_sequences=config.recurrent_core != "none",
+                                       sequence_length=config.sequence_length)
     return config.replace(num_minibatches=scaled.num_minibatches,
                           update_epochs=scaled.update_epochs), scaled
 

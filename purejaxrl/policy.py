@@ -55,8 +55,7 @@ def load_policy(path: str) -> Policy:
     except (ConfigError, TypeError, ValueError) as error:
         raise PolicyError(f"{where} was written by an incompatible trainer version: "
                           f"{error}") from None
-    # A policy plays the game's own start: the start-programs curriculum is training only.
-    config = config.replace(start_programs=0)
+    config = config.for_play()
     saved, current = checkpoint.get("env_version"), registry.env_version(config.env)
     if None not in (saved, current) and saved != current:
         raise PolicyError(f"{where} was trained on environment version {saved!r}, this code is "

@@ -324,9 +324,8 @@ class _Run:
             config.num_updates, self.update + stop_after_updates)
         self.evaluator = None
         if options.eval_interval:
-            # The game's own start (the start-programs curriculum is training only).
-            eval_env, eval_params = (ppo.make_env(config.replace(start_programs=0))
-                                     if config.start_programs else (self.env, self.env_params))
+            eval_env, eval_params = (ppo.make_env(config.for_play()) if config.start_programs
+                                     else (self.env, self.env_params))
             self.evaluator = make_training_evaluator(eval_env, eval_params, self.network,
                                                      options.eval_envs,
                                                      int(eval_params.max_steps_in_episode))
