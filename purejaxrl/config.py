@@ -83,6 +83,9 @@ class TrainConfig:
     # learned (agents trained without it die owning none, SPEC §4.4). 0: off.
     start_programs: int = struct.field(pytree_node=False, default=0)
     start_programs_share: float = struct.field(pytree_node=False, default=0.5)
+    # Potential-based shaping on the programs owned (HackMatrix ``program_potential``): the
+    # potential per program; 0: off.
+    program_potential: float = struct.field(pytree_node=False, default=0.0)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -220,7 +223,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "start_programs": 0,
-                      "start_programs_share": 0.5}
+                      "start_programs_share": 0.5, "program_potential": 0.0}
 
 
 @dataclasses.dataclass
@@ -395,6 +398,8 @@ def validate_config(config: TrainConfig) -> None:
          f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
     need(0.0 <= config.start_programs_share <= 1.0,
          f"--start-programs-share must be in [0, 1], got {config.start_programs_share}")
+    need(isinstance(config.program_potential, (int, float)) and config.program_potential >= 0,
+         f"--program-potential must be >= 0, got {config.program_potential!r}")
     need(config.distill_coef >= 0, f"--distill-coef must be >= 0, got {config.distill_coef}")
     if config.distill_coef > 0:
         for name in ("distill_simulations", "distill_worlds"):

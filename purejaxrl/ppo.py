@@ -56,15 +56,18 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
     """(env, env_params) for ``config.env``, the env read through ``TrainerEnv``. A config the
     env cannot train with (an unknown id, a training reward, encoder or curriculum it does not
     offer) is a ``ConfigError`` naming the option, raised before anything is compiled."""
-    if config.start_programs and not registry.takes_option(config.env, "start_programs"):
-        raise ConfigError(f"--start-programs needs an env that takes it (hackmatrix); "
-                          f"{config.env!r} does not")
+    for flag, option in (("--start-programs", "start_programs"),
+                         ("--program-potential", "program_potential")):
+        if getattr(config, option) and not registry.takes_option(config.env, option):
+            raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
+                              f"{config.env!r} does not")
     try:
         env, params = registry.make(config.env, reward_shaping=config.reward_shaping,
                                     close_undo_exploit=config.close_undo_exploit,
                                     undo_pays_once=config.undo_pays_once,
                                     start_programs=config.start_programs,
-                                    start_programs_share=config.start_programs_share)
+                                    start_programs_share=config.start_programs_share,
+                                    program_potential=config.program_potential)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

@@ -52,21 +52,25 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     reward that UNDO took back only once (``core/reward_ledger.py``; a training option, off by
     default: Swift pays it again); ``start_programs`` K > 0 starts a share
     ``start_programs_share`` of new games with K random programs owned (a curriculum, off by
-    default: the game starts with none; ``training.start_with_programs``); slot capacities.
+    default: the game starts with none; ``training.start_with_programs``);
+    ``program_potential`` c > 0 adds the potential-based term ``gamma * Phi(s') - Phi(s)``,
+    ``Phi = c * programs owned`` (0 after a terminal step), as the reward component
+    ``program_shaping`` (a training option, off by default; ``training.program_shaping``);
+    slot capacities.
     """
 
-    reward_components = REWARD_COMPONENTS  # info["reward_breakdown"] keys, in summing order
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
     # episode_resources below.
     version = ENV_VERSION
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
-                        "start_programs", "start_programs_share")
+                        "start_programs", "start_programs_share", "program_potential")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  undo_pays_once: bool = False, start_programs: int = 0,
-                 start_programs_share: float = 0.5, max_enemies: int = MAX_ENEMIES,
+                 start_programs_share: float = 0.5, program_potential: float = 0.0,
+                 max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
@@ -76,11 +80,17 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         if not 0 <= start_programs <= N_PROGRAMS or not 0.0 <= start_programs_share <= 1.0:
             raise ValueError(f"start_programs must be in 0..{N_PROGRAMS} and "
                              "start_programs_share in [0, 1]")
+        if not program_potential >= 0.0:
+            raise ValueError(f"program_potential must be >= 0, got {program_potential}")
         self.reward_shaping = reward_shaping
         self.close_undo_exploit = close_undo_exploit
         self.undo_pays_once = undo_pays_once
         self.start_programs = start_programs
         self.start_programs_share = start_programs_share
+        self.program_potential = float(program_potential)
+        # info["reward_breakdown"] keys, in summing order.
+        self.reward_components = REWARD_COMPONENTS + (
+            (training.PROGRAM_SHAPING,) if self.program_potential else ())
         self.max_enemies = max_enemies
         self.max_transmissions = max_transmissions
         self.history_size = history_size
@@ -88,7 +98,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
-                self.start_programs, self.start_programs_share, self.max_enemies,
+                self.start_programs, self.start_programs_share, self.program_potential,
+                self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -224,8 +235,17 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                 pushed_slot=state.history.head)
             breakdown = rewards.RewardBreakdown(
                 **{name: paid[index] for index, name in enumerate(REWARD_COMPONENTS)})
+        paid = {name: getattr(breakdown, name) for name in REWARD_COMPONENTS}
+        reward = rewards.total_reward(breakdown)
+        if self.program_potential:
+            # After the ledger: a potential's difference is not a gain UNDO could farm (it
+            # restores the programs owned, and with them the potential).
+            paid[training.PROGRAM_SHAPING] = training.program_shaping(
+                before, state, _terminal(inputs, events), self.program_potential,
+                params.shaping_gamma)
+            reward = reward + paid[training.PROGRAM_SHAPING]
         info = {
-            "reward_breakdown": {name: getattr(breakdown, name) for name in REWARD_COMPONENTS},
+            "reward_breakdown": paid,
             "invalid_action": ~events.success,
             "stage_complete": events.exit_reached,
             "won": events.game_won,
@@ -236,7 +256,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
         }
-        return rewards.total_reward(breakdown), info, ledger
+        return reward, info, ledger
 
     @partial(jax.jit, static_argnames=("self",))
     def step(self, key, state: EnvState, action, params: EnvParams | None = None):

@@ -51,7 +51,7 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
-    "start_programs", "start_programs_share",
+    "start_programs", "start_programs_share", "program_potential",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
@@ -88,6 +88,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "evaluation plays the game's own start; 0 = off)")
     env.add_argument("--start-programs-share", type=float, metavar="P",
                      help="the share of training games that start with --start-programs")
+    env.add_argument("--program-potential", type=float, metavar="C",
+                     help="(HackMatrix) potential-based shaping on the programs owned: "
+                          "gamma*phi(s') - phi(s), phi = C per program (0 after a death or a "
+                          "win), so acquiring one pays C at once and a game nets about 0; "
+                          "0 = off")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "
