@@ -56,8 +56,8 @@ def test_holding_costs_one_minus_gamma_and_a_terminal_step_takes_the_potential_b
     assert not bool(terminated)
     assert float(info["reward_breakdown"]["program_shaping"]) == pytest.approx(
         (GAMMA - 1.0) * 2 * 2.0, abs=1e-6)
-    _, _, _, terminated, info = step(state.replace(player=state.player.replace(row=jnp.int32(0), col=jnp.int32(0))),
-                                     DOWN, env=SHAPED)  # off the board
+    corner = state.replace(player=state.player.replace(row=jnp.int32(0), col=jnp.int32(0)))
+    _, _, _, terminated, info = step(corner, DOWN, env=SHAPED)  # off the board
     assert bool(terminated) and bool(info["invalid_action"])
     assert float(info["reward_breakdown"]["program_shaping"]) == pytest.approx(-2 * 2.0,
                                                                                 abs=1e-6)
