@@ -31,15 +31,20 @@ def main(argv=None):
     parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
     parser.add_argument("--undo-pays-once", action="store_true",
                         help="measure the step with the training option's reward ledger")
+    parser.add_argument("--program-potential", type=float, default=0.0, metavar="C",
+                        help="measure the step with the program-ownership shaping (SPEC §1.5)")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1:
         parser.error("--num-envs, --num-steps and --repeats must be positive")
+    if not args.program_potential >= 0:
+        parser.error("--program-potential must be >= 0")
     print(describe_backend(), file=sys.stderr)
     rows = []
     print(f"{'envs':>6} {'steps':>5} {'lower s':>8} {'compile s':>9} {'steps/s (median)':>17} "
           f"{'min..max':>19} {'us/step':>8} {'RSS MB':>7}")
     for n in args.num_envs:
-        env_options = {"reward_shaping": args.reward_shaping, "undo_pays_once": args.undo_pays_once}
+        env_options = {"reward_shaping": args.reward_shaping, "undo_pays_once": args.undo_pays_once,
+                       "program_potential": args.program_potential}
         row = bench(n, args.num_steps, args.repeats, args.seed, env_options)
         rows.append(row)
         print(f"{n:>6} {args.num_steps:>5} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
