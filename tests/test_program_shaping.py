@@ -39,6 +39,7 @@ def test_acquiring_a_program_pays_the_potential_and_leaves_swifts_reward_as_it_w
     obs, state, reward, _, info = step(start, SIPHON, env=SHAPED)
     plain_obs, plain_state, plain_reward, _, plain_info = step(start, SIPHON, env=ENV)
     assert bool(state.owned[DEBUG]) and int(np.sum(state.owned)) == 2
+    assert int(info["programs_owned"]) == 2  # the training metric episode/programs_owned
     shaping = float(info["reward_breakdown"]["program_shaping"])
     assert shaping == pytest.approx(GAMMA * 2 * 2.0 - 2.0, abs=1e-6)
     assert _swift_part(info) == _swift_part(plain_info)

@@ -255,6 +255,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "kills": events.kills,
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
+            "programs_owned": jnp.sum(state.owned, axis=-1).astype(jnp.int32),
         }
         return reward, info, ledger
 

@@ -106,6 +106,10 @@ METRICS = (
     Metric("programs", lambda obs, action, info: action >= PROGRAM_ACTION_OFFSET,
            log="actions/program_fraction", log_per="step", summary="programs_per_episode",
            per_stage=True),
+    # Whether the economy is entered at all: agents that never acquire a program run none
+    # (SPEC §4.4). Evaluation reports it per stage (the stage report's end resources).
+    Metric("programs_owned", lambda obs, action, info: info["programs_owned"], at_end=True,
+           log="episode/programs_owned"),
 )
 
 
