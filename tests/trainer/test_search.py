@@ -279,7 +279,8 @@ class Countdown:
         won = done & (state.target % 2 == 0)
         info = {"stage": state.target, "won": won, "died": done & ~won,
                 "invalid_action": jnp.bool_(False), "undo_exploit_completion": jnp.bool_(False),
-                "shot": jnp.bool_(False), "overflow": jnp.int32(0)}
+                "shot": jnp.bool_(False), "overflow": jnp.int32(0),
+                "programs_owned": jnp.int32(0)}
         return (CountdownObs(jnp.ones(N_ACTIONS, bool)), state,
                 state.target.astype(jnp.float32) + action, done, jnp.bool_(False), info)
 
