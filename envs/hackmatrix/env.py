@@ -237,12 +237,13 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                 **{name: paid[index] for index, name in enumerate(REWARD_COMPONENTS)})
         paid = {name: getattr(breakdown, name) for name in REWARD_COMPONENTS}
         reward = rewards.total_reward(breakdown)
+        programs_owned = jnp.sum(state.owned, axis=-1).astype(jnp.int32)
         if self.program_potential:
             # After the ledger: a potential's difference is not a gain UNDO could farm (it
             # restores the programs owned, and with them the potential).
             paid[training.PROGRAM_SHAPING] = training.program_shaping(
-                before, state, _terminal(inputs, events), self.program_potential,
-                params.shaping_gamma)
+                jnp.sum(before.owned, axis=-1), programs_owned, _terminal(inputs, events),
+                self.program_potential, params.shaping_gamma)
             reward = reward + paid[training.PROGRAM_SHAPING]
         info = {
             "reward_breakdown": paid,
@@ -255,7 +256,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "kills": events.kills,
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
-            "programs_owned": jnp.sum(state.owned, axis=-1).astype(jnp.int32),
+            "programs_owned": programs_owned,
         }
         return reward, info, ledger
 

@@ -60,19 +60,19 @@ def start_with_programs(state, key: jax.Array, count: int, share: float):
 PROGRAM_SHAPING = "program_shaping"  # the reward component of the program_potential option
 
 
-def program_shaping(before, after, terminal, per_program: float, gamma: float):
+def program_shaping(owned_before, owned_after, terminal, per_program: float, gamma: float):
     """Potential-based shaping on the programs owned (the ``program_potential`` option):
-    ``gamma * Phi(after) - Phi(before)``, ``Phi = per_program * programs owned``, and
+    ``gamma * Phi(after) - Phi(before)``, ``Phi = per_program * programs owned`` (the counts
+    before and after the step), and
     ``Phi = 0`` after a terminal step, as for decisions R7's distance potential. Acquiring a
     program pays ``per_program`` at once; holding it costs ``(1 - gamma) * per_program`` a
     step and a death or victory takes the rest back, so over a game the term adds up to about
     nothing and the best policy is the game's (Ng, Harada & Russell 1999): it pays for no act,
     it only moves the credit for owning a program to the step that acquired it, which a
     program's delayed worth (spawned transmissions now, its use stages later) otherwise hides."""
-    owned_before = jnp.sum(before.owned, axis=-1).astype(jnp.float32)
-    owned_after = jnp.sum(after.owned, axis=-1).astype(jnp.float32)
-    phi_after = jnp.where(terminal, 0.0, per_program * owned_after)
-    return (gamma * phi_after - per_program * owned_before).astype(jnp.float32)
+    phi_before = per_program * owned_before.astype(jnp.float32)
+    phi_after = jnp.where(terminal, 0.0, per_program * owned_after.astype(jnp.float32))
+    return (gamma * phi_after - phi_before).astype(jnp.float32)
 
 
 def _direction(action):
