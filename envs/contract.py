@@ -32,6 +32,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 | ``board_view(obs) -> BoardView`` | a board around a player (the ``egocentric`` encoder) | none: no egocentric encoder |
 | ``version`` | the env's contract version; a checkpoint of another version is refused | none |
 | ``search_hooks`` | the search's model, worlds, leaf values and action counters (``purejaxrl/search.py``, evaluate.py's search rows) | no search rows |
+| ``action_groups`` | ``((name, (action, ...)), ...)``: a partition of the actions into kinds (the group-entropy bonus, ``--group-entropy-coef``) | no groups: the bonus is refused |
 
 Hooks that take an observation or a state are written for one env (not batched); the trainer
 vmaps them. ``check_env_contract`` checks the required API and every hook an env has.
@@ -147,6 +148,19 @@ def _check_hooks(env, params, obs, state, actions: int) -> None:
             f"metric {metric.name!r} is per stage but the env has no stages")
     names = [metric.name for metric in getattr(env, "metrics", ())]
     assert len(set(names)) == len(names), f"metric names repeat: {names}"
+    if hasattr(env, "action_groups"):
+        check_action_groups(env.action_groups, actions)
+
+
+def check_action_groups(groups, actions: int) -> None:
+    """``groups`` names kinds of action that partition ``range(actions)``: every action in
+    exactly one group, no group empty, no name twice (the group marginals then sum to 1)."""
+    names = [name for name, _ in groups]
+    assert len(set(names)) == len(names), f"action group names repeat: {names}"
+    assert all(len(members) > 0 for _, members in groups), f"an action group is empty: {groups}"
+    listed = sorted(a for _, members in groups for a in members)
+    assert listed == list(range(actions)), (
+        f"action_groups must list every action 0..{actions - 1} exactly once, got {listed}")
 
 
 def check_env_contract(env, params, *, num_envs: int = 4, num_steps: int = 32,

@@ -106,6 +106,10 @@ class TrainConfig:
     clip_eps: float = struct.field(pytree_node=False, default=0.2)
     clip_value_loss: bool = struct.field(pytree_node=False, default=False)
     ent_coef: float = struct.field(pytree_node=False, default=0.01)
+    # An entropy bonus on the policy's marginal over the env's kinds of action
+    # (``action_groups``; HackMatrix: direction, siphon, program), so a rare kind keeps being
+    # tried where it is legal after the per-action entropy has collapsed. 0: off.
+    group_entropy_coef: float = struct.field(pytree_node=False, default=0.0)
     vf_coef: float = struct.field(pytree_node=False, default=0.5)
     max_grad_norm: float = struct.field(pytree_node=False, default=0.5)
     normalize_advantages: bool = struct.field(pytree_node=False, default=True)
@@ -223,7 +227,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "start_programs": 0,
-                      "start_programs_share": 0.5, "program_potential": 0.0}
+                      "start_programs_share": 0.5, "program_potential": 0.0,
+                      "group_entropy_coef": 0.0}
 
 
 @dataclasses.dataclass
@@ -425,6 +430,8 @@ def validate_config(config: TrainConfig) -> None:
          f"--gae-lambda must be in [0, 1], got {config.gae_lambda}")
     need(config.clip_eps > 0, f"--clip-eps must be > 0, got {config.clip_eps}")
     need(config.ent_coef >= 0, f"--ent-coef must be >= 0, got {config.ent_coef}")
+    need(config.group_entropy_coef >= 0,
+         f"--group-entropy-coef must be >= 0, got {config.group_entropy_coef}")
     need(config.vf_coef >= 0, f"--vf-coef must be >= 0, got {config.vf_coef}")
     need(config.max_grad_norm > 0, f"--max-grad-norm must be > 0, got {config.max_grad_norm}")
     need(isinstance(config.training_reward, str) and config.training_reward,

@@ -5,7 +5,8 @@ has none. The rest of ``purejaxrl/`` reads the env only through this class, so n
 depends on an env's internals:
 
 - rollout, loss (``ppo.py``): ``reset``/``step``, ``action_mask``, ``reward_components``,
-  ``training_reward``, ``metric_values``, ``num_stages`` (curriculum);
+  ``training_reward``, ``metric_values``, ``num_stages`` (curriculum), ``action_groups``
+  (the group-entropy bonus);
 - network (``networks.py``): ``flat_observation`` (encoder ``flat``), ``board_view``
   (``egocentric``), ``observation_shape`` (``cnn``);
 - records (``logger.py``): ``metrics``, ``num_stages``, ``health_metrics``, ``alerts``;
@@ -20,6 +21,7 @@ from typing import Callable, Optional
 
 import jax
 import jax.numpy as jnp
+import numpy as np
 
 from envs.contract import BoardView, Metric, num_actions
 
@@ -50,6 +52,8 @@ class TrainerEnv:
         self.version = getattr(env, "version", None)
         # The model, worlds, leaf values and action counters of search (purejaxrl/search.py).
         self.search_hooks = getattr(env, "search_hooks", None)
+        # Kinds of action, ((name, actions), ...), a partition of the actions; None: no groups.
+        self.action_groups: Optional[tuple] = getattr(env, "action_groups", None)
         # Where a metric's alert shows: its record key -> the alert's words.
         self.alerts = {m.log: m.alert for m in self.metrics if m.log and m.alert}
 
@@ -69,6 +73,14 @@ class TrainerEnv:
         return self.env.step(key, state, action, params)
 
     # ------------------------------------------------------------------------ hooks
+    def action_group_matrix(self) -> jax.Array:
+        """f32[A, G]: 1 where action a belongs to group g (``probs @ matrix`` gives each
+        group's share of the policy). Only for an env with ``action_groups``."""
+        matrix = np.zeros((self.num_actions, len(self.action_groups)), np.float32)
+        for column, (_, members) in enumerate(self.action_groups):
+            matrix[list(members), column] = 1.0
+        return jnp.asarray(matrix)
+
     def _lead(self, obs) -> tuple:
         """The leading batch dimensions of ``obs`` (none for one env's observation)."""
         leaf = jax.tree.leaves(obs)[0]

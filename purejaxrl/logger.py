@@ -23,7 +23,7 @@ from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.ppo import UpdateMetrics
 
 _LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
-                "approx_kl",
+                "group_entropy", "approx_kl",
                 "clip_fraction", "grad_norm", "distill_loss", "distill_kl",
                 "explained_variance", "learning_rate")
 

@@ -327,6 +327,19 @@ def masked_entropy(logits: jax.Array, mask: jax.Array) -> jax.Array:
     return -jnp.sum(jnp.where(mask, jnp.exp(log_probs) * log_probs, 0.0), axis=-1)
 
 
+def masked_group_entropy(logits: jax.Array, mask: jax.Array,
+                         group_matrix: jax.Array) -> jax.Array:
+    """Entropy of the policy's marginal over groups of actions (``group_matrix`` f32[A, G],
+    a partition: each group's probability is the sum of its legal actions'). A group with no
+    legal action has probability exactly 0 and adds nothing (the inner ``where`` keeps its
+    gradient finite)."""
+    probs = jnp.where(mask, jnp.exp(masked_log_probs(logits, mask)), 0.0)
+    group_probs = probs @ group_matrix
+    positive = group_probs > 0
+    safe = jnp.where(positive, group_probs, 1.0)
+    return -jnp.sum(jnp.where(positive, group_probs * jnp.log(safe), 0.0), axis=-1)
+
+
 def masked_kl(logits_p: jax.Array, logits_q: jax.Array, mask: jax.Array) -> jax.Array:
     """KL(p || q) summed over the legal actions only."""
     log_p = masked_log_probs(logits_p, mask)

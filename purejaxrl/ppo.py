@@ -43,7 +43,8 @@ from purejaxrl.expert_iteration import policy_loss as distillation_loss
 from purejaxrl.search import (SearchSettings, critic_objective, make_search_teacher,
                               network_prior)
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
-                                log_prob_of, make_network, masked_entropy, sample_masked)
+                                log_prob_of, make_network, masked_entropy,
+                                masked_group_entropy, sample_masked)
 
 DEVICE_AXIS = "devices"
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
@@ -116,6 +117,9 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
     if config.distill_coef > 0 and env.search_hooks is None:
         raise ConfigError(f"--distill-coef needs an env with search hooks (hackmatrix); "
                           f"{config.env!r} has none")
+    if config.group_entropy_coef > 0 and env.action_groups is None:
+        raise ConfigError(f"--group-entropy-coef needs an env with action groups "
+                          f"(hackmatrix, toy); {config.env!r} has none")
     if config.encoder == "cnn" and not env.image_observation:
         raise ConfigError(f"--encoder cnn needs image observations [H, W, C]; {config.env!r} "
                           "has none (use flat)")
@@ -211,6 +215,8 @@ class UpdateMetrics:
     value_loss: jax.Array
     entropy: jax.Array
     normalized_entropy: jax.Array  # entropy / log(legal actions), over states with a choice
+    # The entropy of the policy's marginal over the env's action groups (0 without groups).
+    group_entropy: jax.Array
     approx_kl: jax.Array
     clip_fraction: jax.Array
     grad_norm: jax.Array
@@ -580,11 +586,13 @@ def normalize_advantages(advantages: jax.Array, axis_name: str | None) -> jax.Ar
 
 
 def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, targets,
-             config: TrainConfig, initial_hidden=None):
+             config: TrainConfig, initial_hidden=None, group_matrix=None):
     """The clipped PPO loss of a minibatch. A feed-forward minibatch holds steps; a recurrent
     one holds n sequences [L, n, ...] (BPTT windows), whose core is replayed from
     ``initial_hidden`` (f32[n, C], the rollout's hidden state at each window's start) with the
-    recorded episode starts."""
+    recorded episode starts. With the env's ``group_matrix`` (f32[A, G], its action groups)
+    the entropy of the policy's marginal over the groups is logged, and rewarded with
+    ``group_entropy_coef``."""
     if initial_hidden is None:
         logits, value = network.apply(params, batch.obs)
     else:
@@ -606,6 +614,11 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
     entropies = masked_entropy(logits, mask)
     entropy = jnp.mean(entropies)
     total = policy_loss + config.vf_coef * value_loss - config.ent_coef * entropy
+    group_entropy = jnp.float32(0.0)
+    if group_matrix is not None:
+        group_entropy = jnp.mean(masked_group_entropy(logits, mask, group_matrix))
+        if config.group_entropy_coef > 0:
+            total = total - config.group_entropy_coef * group_entropy
     # 1 = uniform over the legal actions, 0 = deterministic; comparable across states whose
     # legal-action counts differ (a forced move has no entropy to lose and is left out).
     legal = jnp.sum(mask, axis=-1)
@@ -613,7 +626,7 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
     normalized = entropies / jnp.log(jnp.where(has_choice, legal, 2).astype(jnp.float32))
     aux = {
         "total_loss": total, "policy_loss": policy_loss, "value_loss": value_loss,
-        "entropy": entropy,
+        "entropy": entropy, "group_entropy": group_entropy,
         "normalized_entropy": jnp.sum(jnp.where(has_choice, normalized, 0.0))
         / jnp.maximum(jnp.sum(has_choice), 1),
         # Low-variance KL estimator (Schulman); sampled actions are always legal.
@@ -664,7 +677,7 @@ def sequence_minibatches(transitions: Transition, advantages, targets, window_hi
 def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
                   config: TrainConfig, network: ActorCritic,
                   optimizer: optax.GradientTransformation, axis_name: str | None,
-                  window_hidden=None, distill=None):
+                  window_hidden=None, distill=None, group_matrix=None):
     """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
     gradients are averaged over devices before each optimizer step. With a recurrent core
     (``window_hidden``: the hidden state at each BPTT window's start) minibatches hold whole
@@ -673,7 +686,7 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
     weighted by ``distill_coef``."""
 
     def loss(params, batch, adv, tgt, hidden, distilled):
-        total, aux = ppo_loss(params, network, batch, adv, tgt, config, hidden)
+        total, aux = ppo_loss(params, network, batch, adv, tgt, config, hidden, group_matrix)
         if distilled is None:
             return total, dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0))
         cross_entropy, fit = distillation_loss(network, params, distilled["obs"],
@@ -781,7 +794,8 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
             runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))
     params, opt_state, losses = update_epochs(
         runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
-        network, optimizer, axis_name, window_hidden, distill)
+        network, optimizer, axis_name, window_hidden, distill,
+        env.action_group_matrix() if env.action_groups is not None else None)
 
     sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
     if axis_name is not None:

@@ -66,6 +66,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                         "start_programs", "start_programs_share", "program_potential")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
+    action_groups = training.ACTION_GROUPS
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  undo_pays_once: bool = False, start_programs: int = 0,

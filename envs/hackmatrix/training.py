@@ -11,8 +11,15 @@ import numpy as np
 
 from envs.contract import BoardView, Metric
 
-from .core.constants import ACTION_SIPHON, GRID, PROGRAM_ACTION_OFFSET
+from .core.constants import ACTION_SIPHON, GRID, N_ACTIONS, PROGRAM_ACTION_OFFSET
 from .observation import Observation
+
+# The kinds of action (the group-entropy bonus, ``--group-entropy-coef``): the four directions
+# (a move, or an attack where an enemy stands), the siphon, the 23 programs. Moves are the
+# common choice; siphons and programs are the economy the agent must not stop trying.
+ACTION_GROUPS = (("direction", tuple(range(ACTION_SIPHON))),
+                 ("siphon", (ACTION_SIPHON,)),
+                 ("program", tuple(range(PROGRAM_ACTION_OFFSET, N_ACTIONS))))
 
 # Components of Swift's reward whose episode total is fixed by how the episode ends: damage and
 # recovery sum to (final HP - 3), i.e. -3 for every death; the death penalties follow from the

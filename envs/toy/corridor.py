@@ -100,6 +100,10 @@ class ToyCorridor(environment.Environment[ToyState, ToyEnvParams]):
                log_per="step", summary="waits_per_episode", per_stage=True),
     )
 
+    # A partition of the 8 actions into kinds (the group-entropy bonus).
+    action_groups = (("move", (LEFT, RIGHT)), ("siphon", (SIPHON,)),
+                     ("other", (UP, DOWN, WAIT, 6, 7)))
+
     @property
     def default_params(self) -> ToyEnvParams:
         return ToyEnvParams()

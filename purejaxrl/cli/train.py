@@ -55,7 +55,8 @@ _CONFIG_FLAGS = (
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
-    "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "vf_coef", "max_grad_norm",
+    "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "group_entropy_coef",
+    "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
@@ -120,6 +121,10 @@ def build_parser() -> argparse.ArgumentParser:
     ppo_args.add_argument("--clip-eps", type=finite_float)
     ppo_args.add_argument("--clip-value-loss", action=flag)
     ppo_args.add_argument("--ent-coef", type=finite_float)
+    ppo_args.add_argument("--group-entropy-coef", type=finite_float, metavar="C",
+                          help="entropy bonus on the policy's share of each kind of action "
+                          "(the env's action_groups; HackMatrix: direction, siphon, program), "
+                          "so rare kinds stay tried; default 0: off")
     ppo_args.add_argument("--vf-coef", type=finite_float)
     ppo_args.add_argument("--max-grad-norm", type=finite_float)
     ppo_args.add_argument("--normalize-advantages", action=flag)

@@ -63,6 +63,9 @@ def run(script, *args, timeout=300, **extra_env):
     (["--env", "CartPole-v1", "--encoder", "cnn"], "--encoder cnn needs image observations"),
     (["--training-reward", "returns"], "--training-reward 'returns': toy offers env, progress"),
     (["--program-potential", "1"], "--program-potential needs an env that takes it"),
+    (["--env", "CartPole-v1", "--encoder", "flat", "--group-entropy-coef", "0.1"],
+     "--group-entropy-coef needs an env with action groups"),
+    (["--group-entropy-coef", "-0.1"], "--group-entropy-coef must be >= 0"),
 ])
 def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
     """In-process ``main`` (the same code path as the script, without a slow subprocess). The
