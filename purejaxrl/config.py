@@ -194,9 +194,10 @@ class TrainConfig:
         return self
 
     def for_play(self) -> "TrainConfig":
-        """This config as a trained policy plays it: from the game's own start (the
-        start-programs curriculum is training only)."""
-        return self.replace(start_programs=0)
+        """This config as a trained policy plays it: the game's own start and the game's own
+        reward (the start-programs curriculum and the program shaping are training only, so
+        evaluation's returns compare with every other policy's)."""
+        return self.replace(start_programs=0, program_potential=0.0)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}

@@ -324,7 +324,8 @@ class _Run:
             config.num_updates, self.update + stop_after_updates)
         self.evaluator = None
         if options.eval_interval:
-            eval_env, eval_params = (ppo.make_env(config.for_play()) if config.start_programs
+            eval_env, eval_params = (ppo.make_env(config.for_play())
+                                     if config.for_play() != config
                                      else (self.env, self.env_params))
             self.evaluator = make_training_evaluator(eval_env, eval_params, self.network,
                                                      options.eval_envs,

@@ -90,3 +90,13 @@ def test_option_values_are_checked_and_other_envs_refuse_it():
     env, _ = ppo.make_env(TrainConfig(program_potential=1.0))
     assert "program_shaping" in env.reward_components
     assert "program_shaping" not in ppo.make_env(TrainConfig())[0].reward_components
+
+
+def test_a_trained_policy_plays_the_games_own_reward():
+    """Evaluation, watching and search play a checkpoint's config ``for_play``: the shaping is
+    training only, so a shaped run's returns compare with every other policy's."""
+    from purejaxrl import ppo
+    played = TrainConfig(program_potential=1.0, start_programs=2).for_play()
+    assert played.program_potential == 0.0 and played.start_programs == 0
+    assert "program_shaping" not in ppo.make_env(played)[0].reward_components
+
