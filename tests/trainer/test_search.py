@@ -14,6 +14,7 @@ import numpy as np
 import pytest
 from gymnax.environments import spaces
 
+from envs.contract import Metric
 from envs.hackmatrix import HackMatrix, build_observation, set_state
 from envs.hackmatrix import determinize, search_hooks
 from envs.hackmatrix.core.constants import N_ACTIONS, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO
@@ -256,11 +257,19 @@ class CountdownState:
 class Countdown:
     """A board is a number 1..9 drawn at reset; the episode lasts that many steps and is won
     when it is even. Deterministic after reset: a loop's results show which boards it played.
-    Its metrics are HackMatrix's, so that play_episodes records what play_boards does."""
+    Its metrics are its own, named like HackMatrix's that play_boards also records (outcomes,
+    R9 completions, siphons and programs), so play_episodes records what play_boards does."""
 
     default_params = None
     num_stages = 9
-    metrics = HackMatrix.metrics
+    metrics = (
+        Metric("won", lambda obs, action, info: info["won"], at_end=True),
+        Metric("died", lambda obs, action, info: info["died"], at_end=True),
+        Metric("invalid", lambda obs, action, info: info["invalid_action"]),
+        Metric("undo_exploit", lambda obs, action, info: info["undo_exploit_completion"]),
+        Metric("siphons", lambda obs, action, info: action == 4),
+        Metric("programs", lambda obs, action, info: action >= PROGRAM_ACTION_OFFSET),
+    )
 
     def action_space(self, params):
         return spaces.Discrete(N_ACTIONS)
@@ -278,9 +287,7 @@ class Countdown:
         done = state.time >= state.target
         won = done & (state.target % 2 == 0)
         info = {"stage": state.target, "won": won, "died": done & ~won,
-                "invalid_action": jnp.bool_(False), "undo_exploit_completion": jnp.bool_(False),
-                "shot": jnp.bool_(False), "overflow": jnp.int32(0),
-                "programs_owned": jnp.int32(0)}
+                "invalid_action": jnp.bool_(False), "undo_exploit_completion": jnp.bool_(False)}
         return (CountdownObs(jnp.ones(N_ACTIONS, bool)), state,
                 state.target.astype(jnp.float32) + action, done, jnp.bool_(False), info)
 
