@@ -56,7 +56,8 @@ def train_config(args, num_envs: int, num_devices: int):
     config = TrainConfig(env=args.env, reward_shaping=args.reward_shaping, num_envs=num_envs,
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
-                         seed=args.seed, num_seeds=args.num_seeds, **network_choice)
+                         seed=args.seed, num_seeds=args.num_seeds,
+                         group_entropy_coef=args.group_entropy_coef, **network_choice)
     config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches)
     updates = args.updates_per_chunk * (args.repeats + 1)
     config = config.replace(total_timesteps=max(config.total_timesteps,
@@ -123,7 +124,7 @@ def bench_train(args, num_envs: int) -> dict:
         "recurrent_core": config.recurrent_core, "core_width": config.core_width,
         "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
-        "num_seeds": config.num_seeds,
+        "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
         "parameters": parameter_count(runner.params) // config.num_seeds,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         "sps_median": round(statistics.median(sps), 1), "sps_min": round(min(sps), 1),
@@ -315,6 +316,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
                         default=False)
     parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--group-entropy-coef", type=float, default=0.0,
+                        help="train mode: the group-entropy bonus (default 0: off); not part "
+                             "of --compare's configuration key, so a run with it compares "
+                             "with one without")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-seeds", type=int, default=1,
                         help="train mode: seeds vmapped in one program (steps/s counts every "
