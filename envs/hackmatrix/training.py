@@ -42,7 +42,25 @@ def progress_reward(reward: jax.Array, breakdown: dict) -> jax.Array:
     return total
 
 
-TRAINING_REWARDS = {"progress": progress_reward}
+# What the "stages" training reward keeps: the progress through the game (the stage payouts,
+# the victory) and the potential-style shaping terms whose sum over a game adds up to about
+# nothing (the distance to the exit, decisions R7; the programs owned, ``program_potential``).
+STAGE_COMPONENTS = ("stage_completion", "victory", "distance_shaping", "program_shaping")
+
+
+def stages_reward(reward: jax.Array, breakdown: dict) -> jax.Array:
+    """The "stages" training reward: only the progress through the game. Kills, data-siphon
+    pickups, score, resources and siphon quality pay nothing of their own, so an act is worth
+    only what it does for the stages (a program block is siphoned for what the program does
+    later, not passed over for a resource cell that pays now)."""
+    total = jnp.zeros_like(reward)
+    for name in STAGE_COMPONENTS:
+        if name in breakdown:
+            total = total + breakdown[name]
+    return total
+
+
+TRAINING_REWARDS = {"progress": progress_reward, "stages": stages_reward}
 
 # Folded into a new game's key for the start-programs draw, so that the board, the corner and
 # the starting bonus are those of the game without the option.

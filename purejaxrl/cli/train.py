@@ -98,7 +98,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "
                           "death (damage, recovery, death penalties) and without the penalty "
-                          "for spending resources)")
+                          "for spending resources; stages: only the stage payouts, the "
+                          "victory and the potential shaping terms)")
     env.add_argument("--curriculum-share", type=float,
                      help="(envs with stages) start this share of training episodes from a "
                           "stage start the "

@@ -56,6 +56,27 @@ def test_progress_training_reward_drops_timing_only_components_and_spending_pena
                                rtol=1e-6)
 
 
+def test_stages_training_reward_pays_only_progress_through_the_game():
+    """HackMatrix's "stages": a step that kills, picks up a data siphon, gains resources and
+    score, and moves towards the exit pays only its distance shaping; a stage completion pays
+    its payout (and the shaping), with the resource holding left out; a death pays nothing."""
+    stages = HackMatrix.training_rewards["stages"]
+    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
+    busy = dict(zero, step_penalty=jnp.float32(-0.01), kills=jnp.float32(0.3),
+                data_siphon=jnp.float32(1.0), resource_gain=jnp.float32(0.15),
+                score_gain=jnp.float32(1.5), distance_shaping=jnp.float32(0.05))
+    np.testing.assert_allclose(stages(jnp.float32(2.99), busy), 0.05, rtol=1e-6)
+    clear = dict(zero, step_penalty=jnp.float32(-0.01), stage_completion=jnp.float32(4.0),
+                 resource_holding=jnp.float32(0.3), distance_shaping=jnp.float32(-0.2))
+    np.testing.assert_allclose(stages(jnp.float32(4.09), clear), 3.8, rtol=1e-6)
+    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
+                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
+    assert float(stages(jnp.float32(-12.51), death)) == 0.0
+    # Every component but those named is left out: the list is of components that exist.
+    from envs.hackmatrix.training import STAGE_COMPONENTS
+    assert set(STAGE_COMPONENTS) <= set(REWARD_COMPONENTS) | {"program_shaping"}
+
+
 def test_the_trainer_offers_env_and_the_envs_training_rewards_over_any_batch():
     """"env" is the reward as it is; an env's training reward (the toy's "progress": without
     the death penalty) is applied to every env of a batch; an env without training rewards
