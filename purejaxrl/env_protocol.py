@@ -73,9 +73,11 @@ class TrainerEnv:
         return self.env.step(key, state, action, params)
 
     # ------------------------------------------------------------------------ hooks
-    def action_group_matrix(self) -> jax.Array:
+    def action_group_matrix(self) -> Optional[jax.Array]:
         """f32[A, G]: 1 where action a belongs to group g (``probs @ matrix`` gives each
-        group's share of the policy). Only for an env with ``action_groups``."""
+        group's share of the policy); None for an env without ``action_groups``."""
+        if self.action_groups is None:
+            return None
         matrix = np.zeros((self.num_actions, len(self.action_groups)), np.float32)
         for column, (_, members) in enumerate(self.action_groups):
             matrix[list(members), column] = 1.0

@@ -794,8 +794,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
             runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))
     params, opt_state, losses = update_epochs(
         runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
-        network, optimizer, axis_name, window_hidden, distill,
-        env.action_group_matrix() if env.action_groups is not None else None)
+        network, optimizer, axis_name, window_hidden, distill, env.action_group_matrix())
 
     sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
     if axis_name is not None:

@@ -324,8 +324,8 @@ class _Run:
             config.num_updates, self.update + stop_after_updates)
         self.evaluator = None
         if options.eval_interval:
-            eval_env, eval_params = (ppo.make_env(config.for_play())
-                                     if config.for_play() != config
+            played = config.for_play()
+            eval_env, eval_params = (ppo.make_env(played) if played != config
                                      else (self.env, self.env_params))
             self.evaluator = make_training_evaluator(eval_env, eval_params, self.network,
                                                      options.eval_envs,
