@@ -8,6 +8,7 @@ observations (MinAtar: a colour per channel) and the same summary of return and 
     python scripts/watch_agent.py ckpt.msgpack --step             # Enter advances one step
     python scripts/watch_agent.py ckpt.msgpack --gif run.gif --html run.html --record run.json
     python scripts/watch_agent.py --replay run.json [ckpt.msgpack]   # re-simulate and verify
+    python scripts/watch_agent.py RUN --episodes 2048 --only won --gif won.gif --html won.html
 
 The network is rebuilt from the checkpoint's saved config (no shape guessing) and plays in the
 JAX environment with the saved environment options (reward shaping, UNDO-exploit fix, episode
@@ -18,7 +19,9 @@ summary table per episode.
 Episode e of a run with --seed s resets from fold_in(PRNGKey(s), e) and steps with per-step
 keys derived from it, so (seed, episode, actions) determine an episode: --record writes them
 (with each step's reward and a digest of each state) and --replay re-simulates the actions and
-fails unless every state and reward is reproduced. No display is needed (works over SSH).
+fails unless every state and reward is reproduced. ``--only OUTCOME`` first plays the
+--episodes batched without frames (the same keys) and then shows the first ``--shown`` of them
+that ended so: the way to find and watch a won game. No display is needed (works over SSH).
 """
 
 from __future__ import annotations
@@ -42,8 +45,9 @@ from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cach
 from envs.generic_view import observation_image, observation_text
 from envs.hackmatrix.viz.render_html import replay_html
 from envs.hackmatrix.viz.render_text import format_frame
-from envs.hackmatrix.viz.replay import (ReplayError, Simulator, load_record, run_episode,
-                                        verify_replay, write_record)
+from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator, load_record,
+                                        run_episode, screen_episodes, verify_replay,
+                                        write_record)
 from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, FIELDS_ADDED_LATER, TrainConfig
 from purejaxrl.output_paths import OutputPathError, check_output_file
@@ -93,6 +97,12 @@ def build_parser() -> argparse.ArgumentParser:
                         help="write the episodes as (seed, actions) JSON")
     parser.add_argument("--replay", metavar="PATH",
                         help="re-simulate a --record file and verify it (checkpoint optional)")
+    parser.add_argument("--only", choices=tuple(ONLY_OUTCOMES),
+                        help="play the --episodes batched first (fast, no frames), then show "
+                             "only the first --shown of them that ended so (won: a win)")
+    parser.add_argument("--shown", type=int, default=None,
+                        help="with --only: how many of the matching episodes to show "
+                             "(default 1)")
     parser.add_argument("--compile-cache-dir", default=DEFAULT_COMPILE_CACHE_DIR)
     parser.add_argument("--no-compile-cache", action="store_true")
     return parser
@@ -110,7 +120,11 @@ def check_arguments(args) -> None:
     if args.replay and args.max_episode_steps is not None:
         raise WatchError("--max-episode-steps: a replay re-simulates with its record's env "
                          "options", 2)
-    for name in ("episodes", "max_episode_steps", "top_k"):
+    if args.only and args.replay:
+        raise WatchError("--only picks episodes to play; a --replay re-simulates its record's", 2)
+    if args.shown is not None and not args.only:
+        raise WatchError("--shown counts the episodes --only picks: give --only OUTCOME", 2)
+    for name in ("episodes", "max_episode_steps", "top_k", "shown"):
         if getattr(args, name) is not None and getattr(args, name) < 1:
             flag = "--" + name.replace("_", "-")
             raise WatchError(f"{flag} must be >= 1, got {getattr(args, name)}", 2)
@@ -146,7 +160,11 @@ def config_for_options(options: dict):
 
 
 # What only HackMatrix's viewers draw: watching another env's agent with them is refused.
-HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "reveal", "legend")
+HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "reveal", "legend", "only")
+
+# --only's choices -> the outcome names of replay.run_episode (and SCREEN_OUTCOMES).
+ONLY_OUTCOMES = {"won": "won", "died": "died", "truncated": "truncated",
+                 "invalid": "invalid action"}
 
 
 def load_policy(path: str):
@@ -184,6 +202,45 @@ def network_decision(env, network):
         logits, value = network.apply(params, obs)
         return decision(key, obs, greedy, logits, value)
     return decide
+
+
+def screen(args, env, env_params, network, params, seed) -> dict:
+    """--only: play --episodes batched; {episode: (outcome, length)} of the first --shown that
+    ended as asked (empty, with the reason printed, if none did)."""
+    wanted = ONLY_OUTCOMES[args.only]
+    started = time.perf_counter()
+    found = screen_episodes(env, env_params, network_decision(env, network), params, seed=seed,
+                            episodes=args.episodes,
+                            max_steps=int(env_params.max_steps_in_episode),
+                            greedy=args.greedy, initial_memory=initial_memory(network))
+    names = np.asarray(SCREEN_OUTCOMES)[found["outcome"]]
+    counts = ", ".join(f"{name} {int(np.sum(names == name))}" for name in SCREEN_OUTCOMES
+                       if np.any(names == name))
+    matching = np.flatnonzero(names == wanted)
+    print(f"screened {args.episodes} episode(s) of seed {seed} batched "
+          f"({time.perf_counter() - started:.1f}s): {counts}; mean stage "
+          f"{found['stage'].mean():.2f}")
+    if matching.size == 0:
+        print(f"no episode of the {args.episodes} ended {wanted!r}: nothing to show "
+              "(try more --episodes or another --seed)", file=sys.stderr)
+        return {}
+    shown = matching[:args.shown or 1]
+    print(f"{wanted}: episode(s) {', '.join(str(e) for e in matching)}; showing "
+          f"{', '.join(str(e) for e in shown)}")
+    return {int(e): (wanted, int(found["length"][e])) for e in shown}
+
+
+def check_screened(screened: dict, results: list) -> None:
+    """Warn where an episode played one at a time did not end as the batched screen said (the
+    network's floats on a batch and on one observation may differ in the last bits)."""
+    for result in results:
+        summary = result["summary"]
+        outcome, length = screened[summary["episode"]]
+        if (summary["outcome"], summary["length"]) != (outcome, length):
+            print(f"warning: episode {summary['episode']} played one at a time ended "
+                  f"{summary['outcome']!r} after {summary['length']} steps, where the batched "
+                  f"screen ended {outcome!r} after {length} (a near-tie of the network's "
+                  "floats went the other way)", file=sys.stderr)
 
 
 def initial_memory(network):
@@ -298,6 +355,12 @@ def run(args) -> int:
     env, env_params = ppo.make_env(config)
     if params is not None:
         network = make_network(config, env)
+    screened = None
+    if args.only:
+        screened = screen(args, env.env, env_params, network, params, seed)
+        if not screened:
+            return 1
+        episodes = [(episode, None) for episode in screened]
     simulator = Simulator(env.env, env_params,
                           None if network is None else network_decision(env, network),
                           params, greedy=args.greedy,
@@ -313,6 +376,8 @@ def run(args) -> int:
                              forced_actions=forced, reveal=args.reveal, top_k=args.top_k,
                              on_frame=live)
         results.append(result)
+    if screened:
+        check_screened(screened, results)
     if record_in is not None:
         for recorded, replayed in zip(record_in["episodes"], results):
             verify_replay(recorded, replayed)

@@ -186,3 +186,40 @@ def test_checkpoint_flag_names_the_same_checkpoint_as_the_positional(tmp_path, c
     assert code == 2 and "--max-episode-steps" in err and err.count("\n") == 1
     code, err = run_main(capsys, str(tmp_path), "--max-episode-steps", "0")
     assert code == 2 and "--max-episode-steps must be >= 1, got 0" in err
+
+
+def test_only_shows_the_episodes_the_batched_screen_found_ending_so(tiny_checkpoint,
+                                                                    viewer_cache, tmp_path):
+    """--only died plays the --episodes batched first (run_episode's keys, Simulator's policy)
+    and then shows, one at a time, exactly the episodes the screen saw die: each shown episode
+    dies after the length the screen measured (a screen with other keys, or another policy
+    form, plays other games and is warned about), and the others are not shown. Sampled play,
+    so the act keys must match too."""
+    record_file = tmp_path / "died.json"
+    result = run_script(WATCH, tiny_checkpoint, "--episodes", "12", "--seed", "0", "--sample",
+                        "--max-episode-steps", "40", "--only", "died", "--shown", "12",
+                        "--quiet", "--record", str(record_file),
+                        "--compile-cache-dir", viewer_cache)
+    assert result.returncode == 0, result.stderr[-4000:]
+    assert "warning" not in result.stderr, result.stderr
+    listed = re.search(r"^died: episode\(s\) ([\d, ]+); showing ([\d, ]+)$", result.stdout,
+                       flags=re.MULTILINE)
+    assert listed, result.stdout
+    died = [int(e) for e in listed.group(1).split(", ")]
+    assert listed.group(2) == listed.group(1)  # --shown 12 shows every match
+    assert 0 < len(died) < 12, "the seed's 12 episodes should mix deaths and time-outs"
+    with open(record_file, encoding="utf-8") as handle:
+        shown = json.load(handle)["episodes"]
+    assert [entry["episode"] for entry in shown] == died
+    assert all(entry["outcome"] == "died" for entry in shown)
+
+
+def test_only_is_refused_where_it_cannot_apply(tmp_path, capsys):
+    """--shown without --only, and --only with --replay (which plays its record's episodes),
+    exit 2 with one line before any work."""
+    code, err = run_main(capsys, str(tmp_path), "--shown", "2")
+    assert code == 2 and "--shown" in err and err.count("\n") == 1
+    code, err = run_main(capsys, "--replay", str(tmp_path / "r.json"), "--only", "won")
+    assert code == 2 and "--only" in err and err.count("\n") == 1
+    code, err = run_main(capsys, str(tmp_path), "--only", "won", "--shown", "0")
+    assert code == 2 and "--shown must be >= 1, got 0" in err

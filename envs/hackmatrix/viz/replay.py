@@ -16,6 +16,7 @@ import json
 import jax
 import jax.numpy as jnp
 import numpy as np
+from jax import lax
 
 from .. import ENV_VERSION
 from ..core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
@@ -169,6 +170,76 @@ def run_episode(simulator: Simulator, *, seed: int, episode: int, max_steps: int
                "stage": stage, "outcome": outcome, "siphons": siphons,
                "programs": ", ".join(f"{name} x{count}" for name, count in programs.items()) or "-"}
     return {"record": record, "frames": frames, "summary": summary}
+
+
+# Outcome codes of ``screen_episodes``: index = code, names as ``outcome_of`` and
+# ``run_episode`` write them ("max steps": the screen's step budget ran out first).
+SCREEN_OUTCOMES = ("max steps", "won", "died", "invalid action", "truncated")
+
+
+def screen_episodes(env, env_params, policy, params, *, seed: int, episodes: int,
+                    max_steps: int, greedy: bool = True, initial_memory=None,
+                    batch: int = 256) -> dict:
+    """Outcome, stage and length of episodes 0..episodes-1 of ``seed``, played ``batch`` at a
+    time without frames, with ``run_episode``'s keys and ``Simulator``'s policy form, so an
+    episode it finds can be watched one at a time (watch_agent's ``--only``). Returns numpy
+    arrays ``outcome`` (codes of ``SCREEN_OUTCOMES``), ``stage`` and ``length``, one per
+    episode. The network runs on a batch here and on one observation there, so the last bits
+    of its floats may differ; a near-tie can then go the other way (the caller checks)."""
+    batch = max(1, min(batch, episodes))
+
+    def decide(key, state, memory):
+        extra = () if initial_memory is None else (memory,)
+        decision = policy(params, key, build_observation(state), jnp.bool_(greedy), *extra)
+        return decision["action"].astype(jnp.int32), decision.get("memory", memory)
+
+    @jax.jit
+    def play(indices):
+        reset_keys, run_keys = jax.vmap(
+            lambda e: jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), e)))(
+            indices).transpose(1, 0, 2)
+        states = jax.vmap(lambda key: env.reset(key, env_params)[1])(reset_keys)
+        memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
+                              initial_memory if initial_memory is not None else jnp.zeros(()))
+        zeros = jnp.zeros(batch, jnp.int32)
+        init = (jnp.int32(0), states, memory, jnp.zeros(batch, bool), zeros,
+                jnp.ones(batch, jnp.int32), zeros)
+
+        def running(carry):
+            t, _, _, done, *_ = carry
+            return (t < max_steps) & ~jnp.all(done)
+
+        def step(carry):
+            t, states, memory, done, outcome, stage, length = carry
+            act_keys, env_keys = jax.vmap(
+                lambda key: jax.random.split(jax.random.fold_in(key, t)))(run_keys).transpose(
+                1, 0, 2)
+            actions, memory = jax.vmap(decide)(act_keys, states, memory)
+            _, states, _, terminated, info = jax.vmap(
+                env.step_env, in_axes=(0, 0, 0, None))(env_keys, states, actions, env_params)
+            truncated = ~terminated & jax.vmap(env.is_truncated, in_axes=(0, None))(
+                states, env_params)
+            playing = ~done
+            code = jnp.select([info["invalid_action"], info["won"], info["died"]],
+                              [3, 1, 2], 4)
+            ends = playing & (terminated | truncated)
+            return (t + 1, states, memory, done | ends, jnp.where(ends, code, outcome),
+                    jnp.where(playing, info["stage"], stage),
+                    length + playing.astype(jnp.int32))
+
+        *_, outcome, stage, length = lax.while_loop(running, step, init)
+        return outcome, stage, length
+
+    results = {"outcome": [], "stage": [], "length": []}
+    for start in range(0, episodes, batch):
+        # The last batch is padded with the next episodes' indices (played, then dropped), so
+        # every batch has the one compiled shape.
+        outcome, stage, length = jax.device_get(
+            play(jnp.arange(start, start + batch, dtype=jnp.int32)))
+        keep = min(batch, episodes - start)
+        for name, value in (("outcome", outcome), ("stage", stage), ("length", length)):
+            results[name].append(np.asarray(value)[:keep])
+    return {name: np.concatenate(parts) for name, parts in results.items()}
 
 
 def verify_replay(recorded: dict, replayed: dict) -> None:
