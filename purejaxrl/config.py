@@ -101,6 +101,10 @@ class TrainConfig:
     # PPO
     lr: float = struct.field(pytree_node=False, default=5e-4)
     anneal_lr: bool = struct.field(pytree_node=False, default=True)
+    # Where the linear anneal ends, as a fraction of ``lr`` (0: PureJaxRL's anneal to 0). A
+    # floor keeps the policy moving in a long run's second half, where the anneal alone
+    # shrinks each update's step (and its KL) twenty-fold.
+    lr_floor: float = struct.field(pytree_node=False, default=0.0)
     gamma: float = struct.field(pytree_node=False, default=0.995)
     gae_lambda: float = struct.field(pytree_node=False, default=0.95)
     clip_eps: float = struct.field(pytree_node=False, default=0.2)
@@ -229,7 +233,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "start_programs": 0,
                       "start_programs_share": 0.5, "program_potential": 0.0,
-                      "group_entropy_coef": 0.0}
+                      "group_entropy_coef": 0.0, "lr_floor": 0.0}
 
 
 @dataclasses.dataclass
@@ -426,6 +430,10 @@ def validate_config(config: TrainConfig) -> None:
          f"--total-timesteps {config.total_timesteps} is smaller than one batch "
          f"({config.num_envs} envs x {config.num_steps} steps = {config.batch_size})")
     need(config.lr > 0, f"--lr must be > 0, got {config.lr}")
+    need(0.0 <= config.lr_floor <= 1.0, f"--lr-floor must be in [0, 1], got {config.lr_floor}")
+    need(config.anneal_lr or config.lr_floor == 0.0,
+         f"--lr-floor {config.lr_floor} is where the anneal ends: it needs --anneal-lr "
+         "(without the anneal the rate is constant)")
     need(0.0 <= config.gamma <= 1.0, f"--gamma must be in [0, 1], got {config.gamma}")
     need(0.0 <= config.gae_lambda <= 1.0,
          f"--gae-lambda must be in [0, 1], got {config.gae_lambda}")

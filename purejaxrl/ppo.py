@@ -292,13 +292,15 @@ def config_runner_state_specs(config: TrainConfig) -> RunnerState:
 # ---------------------------------------------------------------------------- 3. init
 
 def learning_rate_schedule(config: TrainConfig) -> Callable:
-    """Constant, or linear anneal to 0 over the run, stepping once per update."""
+    """Constant, or linear anneal from ``lr`` to ``lr_floor * lr`` (default 0) over the run,
+    stepping once per update."""
     steps_per_update = config.num_minibatches * config.update_epochs
 
     def schedule(count):
         if not config.anneal_lr:
             return jnp.float32(config.lr)
-        return config.lr * (1.0 - (count // steps_per_update) / config.num_updates)
+        done = (count // steps_per_update) / config.num_updates
+        return config.lr * (1.0 - (1.0 - config.lr_floor) * done)
     return schedule
 
 

@@ -54,7 +54,7 @@ _CONFIG_FLAGS = (
     "start_programs", "start_programs_share", "program_potential",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
-    "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "gamma",
+    "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor", "gamma",
     "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "group_entropy_coef",
     "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
@@ -116,7 +116,10 @@ def build_parser() -> argparse.ArgumentParser:
     batch.add_argument("--num-devices", type=int, help="default: all local devices")
     ppo_args = parser.add_argument_group("PPO")
     ppo_args.add_argument("--lr", type=finite_float)
-    ppo_args.add_argument("--anneal-lr", action=flag, help="linear LR anneal to 0")
+    ppo_args.add_argument("--anneal-lr", action=flag,
+                          help="linear LR anneal to 0 (or to --lr-floor)")
+    ppo_args.add_argument("--lr-floor", type=finite_float, metavar="F",
+                          help="where the anneal ends, as a fraction of --lr (default 0)")
     ppo_args.add_argument("--gamma", type=finite_float)
     ppo_args.add_argument("--gae-lambda", type=finite_float)
     ppo_args.add_argument("--clip-eps", type=finite_float)

@@ -66,6 +66,8 @@ def run(script, *args, timeout=300, **extra_env):
     (["--env", "CartPole-v1", "--encoder", "flat", "--group-entropy-coef", "0.1"],
      "--group-entropy-coef needs an env with action groups"),
     (["--group-entropy-coef", "-0.1"], "--group-entropy-coef must be >= 0"),
+    (["--lr-floor", "1.5"], "--lr-floor must be in [0, 1], got 1.5"),
+    (["--lr-floor", "0.2", "--no-anneal-lr"], "--lr-floor 0.2 is where the anneal ends"),
 ])
 def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
     """In-process ``main`` (the same code path as the script, without a slow subprocess). The

@@ -77,6 +77,21 @@ def test_learning_rate_anneals_linearly(full_run):
     assert np.isclose(full_run.records[0]["ppo/learning_rate"], 1e-2 * (1 - 0.5 / 5))
 
 
+def test_learning_rate_floor_is_where_the_anneal_ends():
+    """With --lr-floor F, update u of U uses lr * (1 - (1 - F) u / U): the first update the
+    full rate, the anneal's line between, and never below F * lr (F = 0: the anneal above)."""
+    config = CONFIG.replace(lr_floor=0.25)
+    schedule = ppo.learning_rate_schedule(config)
+    per_update = config.num_minibatches * config.update_epochs
+    rates = [float(schedule(u * per_update)) for u in range(config.num_updates + 1)]
+    expected = [1e-2 * (1 - 0.75 * u / config.num_updates)
+                for u in range(config.num_updates + 1)]
+    assert np.allclose(rates, expected)
+    assert np.isclose(rates[-1], 0.25e-2) and min(rates) >= 0.25e-2 * (1 - 1e-6)
+    assert np.isclose(float(ppo.learning_rate_schedule(CONFIG)(config.num_updates * per_update)),
+                      0.0)
+
+
 def test_keep_last_n_checkpoints_with_complete_contents(full_run):
     """save_interval=2 saves at updates 2 and 4, and at the end (5); keep_checkpoints=2 keeps 4
     and 5. The newest holds the runner state, config, counters, versions; no temp files are
