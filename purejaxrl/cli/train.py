@@ -119,7 +119,7 @@ def build_parser() -> argparse.ArgumentParser:
     ppo_args.add_argument("--anneal-lr", action=flag,
                           help="linear LR anneal to 0 (or to --lr-floor)")
     ppo_args.add_argument("--lr-floor", type=finite_float, metavar="F",
-                          help="where the anneal ends, as a fraction of --lr (default 0)")
+                          help="where the anneal ends, as a fraction of --lr")
     ppo_args.add_argument("--gamma", type=finite_float)
     ppo_args.add_argument("--gae-lambda", type=finite_float)
     ppo_args.add_argument("--clip-eps", type=finite_float)
