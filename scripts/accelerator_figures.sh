@@ -1,0 +1,101 @@
+#!/usr/bin/env bash
+# The accelerator figures of issue 26 (SPEC §4.2 and §4.4 on a GPU), in parts that each fit a
+# command of at most 10 minutes on a machine that keeps nothing between sessions:
+#
+#   bash scripts/accelerator_figures.sh OUTDIR throughput   # check_runtime, then env and train
+#                                                          # steps/s of the default network
+#                                                          # at ENV_COUNTS envs
+#   bash scripts/accelerator_figures.sh OUTDIR variants     # the flat network, --num-seeds 4
+#                                                          # and 16, the step's profile
+#   bash scripts/accelerator_figures.sh OUTDIR learn [TIER] # learn_bench (default: the full
+#                                                          # tier, 3 seeds in one program)
+#
+# Every figure goes to OUTDIR: results.jsonl (benchmark.py's rows, the device named in each),
+# ledger.jsonl and the curve (learn_bench), and one log per step. Each step has its own time
+# limit (STEP_LIMIT_S: default 280 s, 560 s for learn), so one slow step cannot eat the others'
+# time; learn's checkpoints go to RUNS_DIR (default OUTDIR/runs). Python
+# packages the machine lacks (gymnax, mctx: the repository's pure-Python needs) are installed
+# from ./.whl if that folder holds wheels (no network is needed); everything else is the
+# machine's own JAX with its CUDA plug-in. ENV_COUNTS overrides the env counts (default
+# "2048 8192 32768 65536"; --num-seeds runs at the first), REPEATS the timed repeats (default
+# 5), PROFILE_ENVS the profile's batch (default 32768), PYTHON the interpreter (python3).
+set -uo pipefail
+
+usage="usage: bash scripts/accelerator_figures.sh OUTDIR throughput|variants|learn [TIER]"
+out=${1:?$usage}
+part=${2:?$usage}
+tier=${3:-full}
+case "$part" in
+  throughput|variants|learn) ;;
+  *) echo "error: unknown part '$part' ($usage)" >&2; exit 2 ;;
+esac
+if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
+  echo "error: $out is not empty: choose a new OUTDIR (no figures are overwritten)" >&2
+  exit 2
+fi
+mkdir -p "$out" && out=$(cd "$out" && pwd) || exit 2
+
+cd "$(dirname "$0")/.." || exit 2
+export PYTHONUNBUFFERED=1
+python=${PYTHON:-python3}
+if compgen -G ".whl/*.whl" > /dev/null; then
+  "$python" -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
+    --target /tmp/accelerator-site .whl/*.whl || exit 1
+  export PYTHONPATH="/tmp/accelerator-site:$PWD${PYTHONPATH:+:$PYTHONPATH}"
+else
+  export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+fi
+env_counts=${ENV_COUNTS:-2048 8192 32768 65536}
+repeats=${REPEATS:-5}
+if [ "$part" = learn ]; then limit=${STEP_LIMIT_S:-560}; else limit=${STEP_LIMIT_S:-280}; fi
+runs=${RUNS_DIR:-$out/runs}
+failed=0
+
+step() {  # step NAME COMMAND...: run with the step limit, log to OUTDIR/NAME.log
+  local name=$1; shift
+  local started=$SECONDS
+  echo "== $name: $*"
+  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
+  local code=$?
+  tail -n 25 "$out/$name.log"
+  echo "== $name: exit $code after $((SECONDS - started)) s"
+  [ "$code" -eq 0 ] || failed=1
+}
+
+{
+  nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>/dev/null \
+    || echo "nvidia-smi: not available"
+  "$python" -c "import jax, jaxlib; print('jax', jax.__version__, 'jaxlib', jaxlib.__version__, \
+jax.devices())"
+} > "$out/machine.txt" 2>&1
+cat "$out/machine.txt"
+
+case "$part" in
+  throughput)
+    step check_runtime "$python" scripts/check_runtime.py
+    # One step per env count: a count that runs out of time or memory keeps the others' rows.
+    for envs in $env_counts; do
+      step "default-$envs" "$python" scripts/benchmark.py --mode both --num-envs "$envs" \
+        --repeats "$repeats" --label accelerator-default --ledger "$out/results.jsonl"
+    done
+    ;;
+  variants)
+    for envs in $env_counts; do
+      step "flat-$envs" "$python" scripts/benchmark.py --mode train --num-envs "$envs" \
+        --encoder flat --recurrent-core none --repeats "$repeats" --label accelerator-flat \
+        --ledger "$out/results.jsonl"
+    done
+    for seeds in 4 16; do
+      step "seeds$seeds" "$python" scripts/benchmark.py --mode train --num-envs "${env_counts%% *}" \
+        --num-seeds "$seeds" --repeats "$repeats" --label "accelerator-seeds$seeds" \
+        --ledger "$out/results.jsonl"
+    done
+    step profile "$python" scripts/profile_step.py --num-envs "${PROFILE_ENVS:-32768}"
+    ;;
+  learn)
+    step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --vmap-seeds \
+      --label "accelerator-$tier" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
+      --plot "$out/accelerator-$tier.png"
+    ;;
+esac
+exit "$failed"

@@ -1,0 +1,51 @@
+"""scripts/accelerator_figures.sh, the runbook of the accelerator figures (issue 26): bad input
+is refused before any work and no earlier figures are overwritten; its throughput part runs end
+to end at tiny sizes on this CPU (extended suite), each benchmark row in the OUTDIR's ledger."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SCRIPT = os.path.join(REPO_ROOT, "scripts", "accelerator_figures.sh")
+
+
+def run(*args, **env):
+    return subprocess.run(["bash", SCRIPT, *args], capture_output=True, text=True, timeout=900,
+                          env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHON=sys.executable,
+                                   **env))
+
+
+def test_unknown_part_is_refused_with_the_usage(tmp_path):
+    result = run(str(tmp_path / "out"), "everything")
+    assert result.returncode == 2
+    assert result.stderr.startswith("error: unknown part 'everything'")
+    assert "throughput|variants|learn" in result.stderr
+    assert not (tmp_path / "out").exists()
+
+
+def test_an_outdir_that_holds_figures_is_never_written_over(tmp_path):
+    earlier = tmp_path / "results.jsonl"
+    earlier.write_text('{"label": "earlier"}\n')
+    result = run(str(tmp_path), "throughput")
+    assert result.returncode == 2 and "is not empty" in result.stderr
+    assert os.listdir(tmp_path) == ["results.jsonl"]
+    assert earlier.read_text() == '{"label": "earlier"}\n'
+
+
+@pytest.mark.slow
+def test_throughput_part_writes_env_and_train_rows_for_every_env_count(tmp_path):
+    """check_runtime passes, then one benchmark step per env count: an env row and a train
+    row of the default network each, in OUTDIR/results.jsonl, with a log per step."""
+    out = tmp_path / "figures"
+    result = run(str(out), "throughput", ENV_COUNTS="4 8", REPEATS="1")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((row["benchmark"], row["num_envs"]) for row in rows) == [
+        ("env", 4), ("env", 8), ("train", 4), ("train", 8)]
+    assert all(row["label"] == "accelerator-default" and row["device"] for row in rows)
+    assert {"machine.txt", "check_runtime.log", "default-4.log", "default-8.log"} <= set(
+        os.listdir(out))
