@@ -16,7 +16,10 @@
 # time; learn's checkpoints go to RUNS_DIR (default OUTDIR/runs). Python
 # packages the machine lacks (gymnax, mctx: the repository's pure-Python needs) are installed
 # from ./.whl if that folder holds wheels (no network is needed); everything else is the
-# machine's own JAX with its CUDA plug-in. ENV_COUNTS overrides the env counts (default
+# machine's own JAX with its CUDA plug-in. Fetch the wheels where pip has a network:
+#   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \
+#     gymnax==1.0.1 mctx==0.0.71 gymnasium==1.3.0 farama-notifications==0.0.6
+# ENV_COUNTS overrides the env counts (default
 # "2048 8192 32768 65536"; --num-seeds runs at the first), REPEATS the timed repeats (default
 # 5), PROFILE_ENVS the profile's batch (default 32768), PYTHON the interpreter (python3).
 set -uo pipefail
