@@ -204,15 +204,15 @@ def network_decision(env, network):
     return decide
 
 
-def screen(args, env, env_params, network, params, seed) -> dict:
+def screen(args, env, env_params, decision, params, memory, seed) -> dict:
     """--only: play --episodes batched; {episode: (outcome, length)} of the first --shown that
     ended as asked (empty, with the reason printed, if none did)."""
     wanted = ONLY_OUTCOMES[args.only]
     started = time.perf_counter()
-    found = screen_episodes(env, env_params, network_decision(env, network), params, seed=seed,
+    found = screen_episodes(env, env_params, decision, params, seed=seed,
                             episodes=args.episodes,
                             max_steps=int(env_params.max_steps_in_episode),
-                            greedy=args.greedy, initial_memory=initial_memory(network))
+                            greedy=args.greedy, initial_memory=memory)
     names = np.asarray(SCREEN_OUTCOMES)[found["outcome"]]
     counts = ", ".join(f"{name} {int(np.sum(names == name))}" for name in SCREEN_OUTCOMES
                        if np.any(names == name))
@@ -357,7 +357,8 @@ def run(args) -> int:
         network = make_network(config, env)
     screened = None
     if args.only:
-        screened = screen(args, env.env, env_params, network, params, seed)
+        screened = screen(args, env.env, env_params, network_decision(env, network), params,
+                          initial_memory(network), seed)
         if not screened:
             return 1
         episodes = [(episode, None) for episode in screened]
