@@ -358,8 +358,10 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                      if f"baseline:{name}" not in done]
     if ledger:
         append_rows(ledger, baseline_rows)
-    # Seeds kept from the ledger belong to every table and curve drawn, from the first one.
-    rows_by_seed = {seed: done[seed] for seed in seeds if seed in done}
+    # Seeds kept from the ledger belong to every table and curve drawn, from the first one:
+    # all of the label's, also those this call does not name (a tier finished one seed per
+    # sitting, --seeds 1 --resume, must not redraw the curve without seed 0).
+    rows_by_seed = {key: row for key, row in done.items() if isinstance(key, int)}
     stop_signal = None
 
     def draw():

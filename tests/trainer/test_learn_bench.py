@@ -152,7 +152,8 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     ``resume``: seed 1 is taken from the ledger (not trained again), seed 2 continues from its
     checkpoint (its curve joins the logged part and the rest), seed 3 trains; the baselines
     are not appended twice. A later resume that adds seed 0 draws the curves of every seed,
-    the kept ones included, from its first drawing on."""
+    the kept ones included, from its first drawing on; so does a resume that names only one
+    seed (a tier finished one seed per sitting): its table and curve keep every seed."""
     # Episodes of at most 4 steps: every 8-step update ends some, so each has a curve point.
     config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
                          max_episode_steps=4, hidden_width=16, num_minibatches=4,
@@ -199,6 +200,13 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     outcome = run(config, [0, 1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger),
                   str(tmp_path / "cut.png"), train_recording, say=lambda line: None, resume=True)
     assert trained[-1] == (0, None) and len(trained) == 3
+    assert drawn and all(seeds == [0, 1, 2, 3] for seeds in drawn)
+    assert [r["seed"] for r in outcome["seeds"]] == [0, 1, 2, 3]
+
+    drawn.clear()
+    outcome = run(config, [3], "cut", "smoke", "cmd", options, 8, str(ledger),
+                  str(tmp_path / "cut.png"), train_recording, say=lambda line: None, resume=True)
+    assert len(trained) == 3  # nothing trained again
     assert drawn and all(seeds == [0, 1, 2, 3] for seeds in drawn)
     assert [r["seed"] for r in outcome["seeds"]] == [0, 1, 2, 3]
 
