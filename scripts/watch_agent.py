@@ -355,16 +355,15 @@ def run(args) -> int:
     env, env_params = ppo.make_env(config)
     if params is not None:
         network = make_network(config, env)
+    decision = None if network is None else network_decision(env, network)
     screened = None
     if args.only:
-        screened = screen(args, env.env, env_params, network_decision(env, network), params,
-                          initial_memory(network), seed)
+        screened = screen(args, env.env, env_params, decision, params, initial_memory(network),
+                          seed)
         if not screened:
             return 1
         episodes = [(episode, None) for episode in screened]
-    simulator = Simulator(env.env, env_params,
-                          None if network is None else network_decision(env, network),
-                          params, greedy=args.greedy,
+    simulator = Simulator(env.env, env_params, decision, params, greedy=args.greedy,
                           initial_memory=None if network is None else initial_memory(network))
     live = LiveView(args)
     mode = "replay of " + args.replay if record_in else ("greedy" if args.greedy else "sampled")

@@ -195,9 +195,8 @@ def screen_episodes(env, env_params, policy, params, *, seed: int, episodes: int
 
     @jax.jit
     def play(indices):
-        reset_keys, run_keys = jax.vmap(
-            lambda e: jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), e)))(
-            indices).transpose(1, 0, 2)
+        reset_keys, run_keys = jax.vmap(lambda e: episode_keys(seed, e))(indices).transpose(
+            1, 0, 2)
         states = jax.vmap(lambda key: env.reset(key, env_params)[1])(reset_keys)
         memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (batch,) + jnp.shape(x)),
                               initial_memory if initial_memory is not None else jnp.zeros(()))
@@ -220,8 +219,11 @@ def screen_episodes(env, env_params, policy, params, *, seed: int, episodes: int
             truncated = ~terminated & jax.vmap(env.is_truncated, in_axes=(0, None))(
                 states, env_params)
             playing = ~done
+            # outcome_of's order: an invalid action first, then a win, then a death.
             code = jnp.select([info["invalid_action"], info["won"], info["died"]],
-                              [3, 1, 2], 4)
+                              [SCREEN_OUTCOMES.index(name)
+                               for name in ("invalid action", "won", "died")],
+                              SCREEN_OUTCOMES.index("truncated"))
             ends = playing & (terminated | truncated)
             return (t + 1, states, memory, done | ends, jnp.where(ends, code, outcome),
                     jnp.where(playing, info["stage"], stage),
