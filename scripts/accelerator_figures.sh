@@ -9,6 +9,13 @@
 #                                                          # and 16, the step's profile
 #   bash scripts/accelerator_figures.sh OUTDIR learn [TIER] # learn_bench (default: the full
 #                                                          # tier, 3 seeds in one program)
+#   bash scripts/accelerator_figures.sh OUTDIR session      # the essentials of throughput and
+#                                                          # variants in one command for a
+#                                                          # short lease: the default network
+#                                                          # at ENV_COUNTS (first: both modes
+#                                                          # and 4 seeds), then the profile,
+#                                                          # every step ending before
+#                                                          # DEADLINE_S (default 330 s)
 #
 # Every figure goes to OUTDIR: results.jsonl (benchmark.py's rows, the device named in each),
 # ledger.jsonl and the curve (learn_bench), and one log per step. Each step has its own time
@@ -24,12 +31,12 @@
 # 5), PROFILE_ENVS the profile's batch (default 32768), PYTHON the interpreter (python3).
 set -uo pipefail
 
-usage="usage: bash scripts/accelerator_figures.sh OUTDIR throughput|variants|learn [TIER]"
+usage="usage: bash scripts/accelerator_figures.sh OUTDIR throughput|variants|learn|session [TIER]"
 out=${1:?$usage}
 part=${2:?$usage}
 tier=${3:-full}
 case "$part" in
-  throughput|variants|learn) ;;
+  throughput|variants|learn|session) ;;
   *) echo "error: unknown part '$part' ($usage)" >&2; exit 2 ;;
 esac
 if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
@@ -50,17 +57,28 @@ else
 fi
 env_counts=${ENV_COUNTS:-2048 8192 32768 65536}
 repeats=${REPEATS:-5}
-if [ "$part" = learn ]; then limit=${STEP_LIMIT_S:-560}; else limit=${STEP_LIMIT_S:-280}; fi
+case "$part" in
+  learn) limit=${STEP_LIMIT_S:-560} ;;
+  session) limit=${STEP_LIMIT_S:-120} ;;
+  *) limit=${STEP_LIMIT_S:-280} ;;
+esac
 runs=${RUNS_DIR:-$out/runs}
 failed=0
+
+deadline=${DEADLINE_S:-330}  # session: every step ends before this many seconds from the start
 
 step() {  # step NAME COMMAND...: run with the step limit, log to OUTDIR/NAME.log
   local name=$1; shift
   local started=$SECONDS
-  echo "== $name: $*"
-  timeout --kill-after=10 "$limit" "$@" > "$out/$name.log" 2>&1
+  local allowed=$limit
+  if [ "$part" = session ]; then  # capped by what is left before the deadline
+    allowed=$(( deadline - SECONDS < limit ? deadline - SECONDS : limit ))
+    if [ "$allowed" -lt 20 ]; then echo "== $name: skipped, ${allowed} s left"; failed=1; return; fi
+  fi
+  echo "== $name (limit $allowed s): $*"
+  timeout --kill-after=10 "$allowed" "$@" > "$out/$name.log" 2>&1
   local code=$?
-  tail -n 25 "$out/$name.log"
+  tail -n 12 "$out/$name.log"
   echo "== $name: exit $code after $((SECONDS - started)) s"
   [ "$code" -eq 0 ] || failed=1
 }
@@ -100,5 +118,20 @@ case "$part" in
       --label "accelerator-$tier" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
       --plot "$out/accelerator-$tier.png"
     ;;
+  session)
+    first=${env_counts%% *}
+    step "default-$first" "$python" scripts/benchmark.py --mode both --num-envs "$first" \
+      --repeats "$repeats" --label accelerator-default --ledger "$out/results.jsonl"
+    step "seeds4" "$python" scripts/benchmark.py --mode train --num-envs "$first" --num-seeds 4 \
+      --repeats "$repeats" --label accelerator-seeds4 --ledger "$out/results.jsonl"
+    # The large batches: one chunk of one update per timing (an update is seconds there).
+    for envs in ${env_counts#"$first"}; do
+      step "default-$envs" "$python" scripts/benchmark.py --mode both --num-envs "$envs" \
+        --repeats 3 --updates-per-chunk 1 --label accelerator-default \
+        --ledger "$out/results.jsonl"
+    done
+    step profile "$python" scripts/profile_step.py --num-envs "${PROFILE_ENVS:-32768}"
+    ;;
 esac
+echo "== done after $SECONDS s"
 exit "$failed"
