@@ -239,8 +239,10 @@ def compare(ledger: str, a: str, b: str) -> int:
 
 # ---------------------------------------------------------------------------- driver
 
-def measure(args) -> list[dict]:
-    """Every configuration of ``args`` in this process (its device count is already fixed)."""
+def measure(args, ledger: str | None = None) -> list[dict]:
+    """Every configuration of ``args`` in this process (its device count is already fixed).
+    Each row goes to ``ledger`` as soon as it is measured, so a later configuration that runs
+    out of time or device memory loses only itself."""
     modes = ("env", "train") if args.mode == "both" else (args.mode,)
     rows = []
     for num_envs in args.num_envs:
@@ -254,6 +256,8 @@ def measure(args) -> list[dict]:
                 row["label"] = args.label
             rows.append(row)
             print_row(row)
+            if ledger:
+                append_rows(ledger, [row])
     return rows
 
 
@@ -376,16 +380,20 @@ def main(argv=None) -> int:
     print_header()
     if args.devices:
         child_argv = without_devices_flag(argv)
-        rows = [row for n in args.devices for row in measure_in_subprocess(child_argv, n)]
+        rows = []
+        for n in args.devices:
+            measured = measure_in_subprocess(child_argv, n)
+            if args.ledger:
+                append_rows(args.ledger, measured)
+            rows.extend(measured)
     else:
         print(describe_backend(), file=sys.stderr)
         try:
-            rows = measure(args)
+            rows = measure(args, args.ledger)
         except ConfigError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
     if args.ledger:
-        append_rows(args.ledger, rows)
         print(f"appended {len(rows)} rows to {args.ledger}")
     return 0
 

@@ -49,3 +49,32 @@ def test_throughput_part_writes_env_and_train_rows_for_every_env_count(tmp_path)
     assert all(row["label"] == "accelerator-default" and row["device"] for row in rows)
     assert {"machine.txt", "check_runtime.log", "default-4.log", "default-8.log"} <= set(
         os.listdir(out))
+
+
+@pytest.mark.slow
+def test_session_part_times_every_configuration_and_profiles_the_step(tmp_path):
+    """The short-lease part: the default network at each env count (env and train rows), the
+    first count also with 8 minibatches and with 4 seeds, then the step's profile; every row
+    in OUTDIR/results.jsonl with its label."""
+    out = tmp_path / "figures"
+    result = run(str(out), "session", ENV_COUNTS="4 8", REPEATS="1", PROFILE_ENVS="4",
+                 DEADLINE_S="1200")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted((row["label"], row["benchmark"], row["num_envs"]) for row in rows) == [
+        ("accelerator-default", "env", 4), ("accelerator-default", "env", 8),
+        ("accelerator-default", "train", 4), ("accelerator-default", "train", 8),
+        ("accelerator-mb8", "train", 4), ("accelerator-seeds4", "train", 4)]
+    assert all(row["updates_per_chunk"] == 1 for row in rows if row["benchmark"] == "train")
+    assert [row["num_minibatches"] for row in rows if row["label"] == "accelerator-mb8"] == [8]
+    assert "env.step" in (out / "profile.log").read_text()
+
+
+def test_a_session_step_past_the_deadline_is_skipped_not_started(tmp_path):
+    """DEADLINE_S bounds the whole session part: with no time left every step is skipped
+    (named in the output) and the exit status says the figures are incomplete."""
+    out = tmp_path / "figures"
+    result = run(str(out), "session", ENV_COUNTS="4", DEADLINE_S="0")
+    assert result.returncode == 1
+    assert "== default-4: skipped" in result.stdout and "== profile: skipped" in result.stdout
+    assert not (out / "results.jsonl").exists()

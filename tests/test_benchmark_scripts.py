@@ -150,3 +150,16 @@ def test_check_runtime_fails_loudly_when_devices_are_missing(tmp_path):
     assert "PASS all_reduce" in result.stdout and "psum over 2 device(s) = 3" in result.stdout
     assert "PASS training_update" in result.stdout and "on 2 device(s)" in result.stdout
     assert "1 of 7 checks FAILED" in result.stdout
+
+
+def test_a_configuration_that_fails_keeps_the_rows_measured_before_it(tmp_path):
+    """Each row reaches the ledger when it is measured: a later configuration that fails (here
+    a batch --num-minibatches does not divide; on a GPU, one that runs out of memory or time)
+    loses only itself."""
+    path = str(tmp_path / "results.jsonl")
+    result = run(BENCHMARK, "--mode", "train", "--num-envs", "2", "3", *TINY_TRAIN,
+                 "--num-minibatches", "8", "--ledger", path)
+    assert result.returncode == 2 and "must divide" in result.stderr
+    with open(path) as f:
+        rows = [json.loads(line) for line in f]
+    assert [(row["benchmark"], row["num_envs"]) for row in rows] == [("train", 2)]
