@@ -67,10 +67,6 @@ def _distance_field(source: jax.Array, passable: jax.Array) -> jax.Array:
     """i32[..., 36] BFS layer index from ``source`` over ``passable`` (boards with a leading
     class axis), _UNREACHED where not reached."""
 
-    def cond(carry):
-        _, frontier, _, _ = carry
-        return jnp.any(frontier != 0)
-
     def body(carry):
         visited, frontier, dist, layer = carry
         new = bb.neighbours(frontier) & passable & ~visited
@@ -78,7 +74,8 @@ def _distance_field(source: jax.Array, passable: jax.Array) -> jax.Array:
         return visited | new, new, dist, layer + 1
 
     dist0 = jnp.where(bb.to_bool(source), 0, _UNREACHED)
-    _, _, dist, _ = jax.lax.while_loop(cond, body, (source, source, dist0, jnp.int32(0)))
+    _, _, dist, _ = bb.bfs_layers(lambda carry: bb.any_set(carry[1]), body,
+                                  (source, source, dist0, jnp.int32(0)))
     return dist
 
 
@@ -106,16 +103,23 @@ def _pass_a_first_move(target, start, passable, target_ok):
     start_neighbours = bb.neighbours(bb.cell(start)) & passable
     source = jnp.where(target_ok, bb.cell(target), jnp.uint32(0))
 
-    def cond(carry):
-        _, frontier = carry
-        return jnp.any(frontier != 0) & ~jnp.any((frontier & start_neighbours) != 0)
+    def touches_start(frontier):
+        return jnp.any((frontier & start_neighbours) != 0)
 
     def body(carry):
-        visited, frontier = carry
+        # The first layer that touches a neighbour of the start is kept; the search runs on.
+        visited, frontier, first_touch = carry
         new = bb.neighbours(frontier) & passable & ~visited
-        return visited | new, new
+        first_touch = jnp.where(touches_start(first_touch) | ~touches_start(new), first_touch,
+                                new)
+        return visited | new, new, first_touch
 
-    _, frontier = jax.lax.while_loop(cond, body, (source, source))
+    first_touch = jnp.where(touches_start(source), source, jnp.uint32(0))
+    def searching(carry):
+        _, frontier, first_touch = carry
+        return bb.any_set(frontier) & ~touches_start(first_touch)
+
+    _, _, frontier = bb.bfs_layers(searching, body, (source, source, first_touch))
     hits = jnp.stack([bb.has(frontier, _neighbour(start, d)) for d in range(4)])
     return jnp.where(jnp.any(hits), jnp.argmax(hits), -1).astype(jnp.int32)
 

@@ -31,7 +31,7 @@ def bfs_distance(block_board: jax.Array, start_cell, target_cell):
     other block cell (siphoned or not) is impassable; enemies, transmissions and the player
     are ignored and the start cell is never tested. Unreachable gives (0, False).
     Layered BFS: layer k is the set of cells at distance k, so the first layer that contains
-    the target gives the distance; the loop stops there or when a layer comes out empty.
+    the target gives the distance (the layers after it no longer count).
     """
     start = bitboard.cell(start_cell)
     target = bitboard.cell(target_cell)
@@ -43,12 +43,13 @@ def bfs_distance(block_board: jax.Array, start_cell, target_cell):
         return bitboard.any_set(frontier) & ~found
 
     def next_layer(carry):
-        reached, frontier, distance, _ = carry
+        reached, frontier, distance, found = carry
         layer = bitboard.neighbours(frontier) & passable & ~reached
-        return reached | layer, layer, distance + 1, bitboard.any_set(layer & target)
+        return (reached | layer, layer, distance + (~found).astype(jnp.int32),
+                found | bitboard.any_set(layer & target))
 
     at_target = bitboard.any_set(start & target)
-    _, _, distance, found = jax.lax.while_loop(
+    _, _, distance, found = bitboard.bfs_layers(
         searching, next_layer, (start, start, jnp.int32(0), at_target))
     return jnp.where(found, distance, 0), found
 
