@@ -13,8 +13,8 @@
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
 #                                                          # at ENV_COUNTS (the first also with
-#                                                          # 8 minibatches, 4 seeds, and one
-#                                                          # search layer per iteration), then
+#                                                          # 8 minibatches, 4 seeds, and the
+#                                                          # CPU's loop widths), then
 #                                                          # the profile, every step ending
 #                                                          # before DEADLINE_S (default 330 s)
 #
@@ -132,10 +132,10 @@ case "$part" in
     step "mb8-$first" "$python" scripts/benchmark.py --mode train --num-envs "$first" \
       --num-minibatches 8 --repeats "$repeats" --updates-per-chunk 1 \
       --label accelerator-mb8 --ledger "$out/results.jsonl"
-    # The env step before the search-layer change (SPEC §4.7): one layer per loop iteration.
-    HACKMATRIX_BFS_LAYERS_PER_ITERATION=1 step "env-bfs1-$first" "$python" scripts/benchmark.py \
-      --mode env --num-envs "$first" --repeats "$repeats" --label accelerator-bfs1 \
-      --ledger "$out/results.jsonl"
+    # The env step before the loop-width change (SPEC §4.7): the CPU's widths.
+    HACKMATRIX_BFS_LAYERS_PER_ITERATION=1 HACKMATRIX_LAYOUT_ATTEMPTS_PER_ITERATION=1 \
+      step "env-width1-$first" "$python" scripts/benchmark.py --mode env --num-envs "$first" \
+      --repeats "$repeats" --label accelerator-width1 --ledger "$out/results.jsonl"
     step "seeds4" "$python" scripts/benchmark.py --mode train --num-envs "$first" --num-seeds 4 \
       --repeats "$repeats" --updates-per-chunk 1 --label accelerator-seeds4 \
       --ledger "$out/results.jsonl"

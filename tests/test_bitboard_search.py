@@ -1,14 +1,16 @@
-"""The board searches (flood fill, exit distance, the enemies' distance field and pass A) give
-the same answer whatever the number of layers each loop iteration takes
-(``bitboard.layers_per_iteration``: 4 on a GPU, 1 on the CPU, SPEC §4.7): layers past the end
-of a search change nothing. Checked on random boards against one layer per iteration."""
+"""The step's widened loops (``core/loop_width.py``, SPEC §4.7) give the same answer at any
+width: the board searches (flood fill, exit distance, the enemies' distance field and pass A)
+whatever the number of layers per iteration (layers past the end of a search change nothing),
+and stage generation's block layout whatever the number of attempts checked side by side (the
+first valid attempt wins, each from its own key). Checked on random boards and keys against
+width 1, the CPU's."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from envs.hackmatrix.core import bitboard, enemies
+from envs.hackmatrix.core import bitboard, enemies, generation, loop_width
 from envs.hackmatrix.core.constants import N_CELLS
 from envs.hackmatrix.core.rewards import bfs_distance
 
@@ -44,10 +46,10 @@ def all_searches(blocks, start, target):
 @pytest.mark.parametrize("layers", [2, 4, 7])
 def test_searches_agree_with_one_layer_per_iteration(monkeypatch, layers):
     cases = random_cases(seed=layers)
-    monkeypatch.setenv(bitboard.BFS_LAYERS_VARIABLE, "1")
+    monkeypatch.setenv(loop_width.BFS_LAYERS.variable, "1")
     expected = all_searches(*cases)
-    monkeypatch.setenv(bitboard.BFS_LAYERS_VARIABLE, str(layers))
-    assert bitboard.layers_per_iteration() == layers
+    monkeypatch.setenv(loop_width.BFS_LAYERS.variable, str(layers))
+    assert loop_width.BFS_LAYERS() == layers
     got = all_searches(*cases)
     for name, want, have in zip(("distance", "found", "flood", "field", "pass A"), expected,
                                 got):
@@ -58,12 +60,36 @@ def test_searches_agree_with_one_layer_per_iteration(monkeypatch, layers):
     assert 0 < (expected[4] >= 0).sum() < CASES
 
 
-def test_the_cpu_takes_one_layer_per_iteration(monkeypatch):
-    monkeypatch.delenv(bitboard.BFS_LAYERS_VARIABLE, raising=False)
-    assert jax.default_backend() == "cpu" and bitboard.layers_per_iteration() == 1
+def block_layouts(keys, allowed, block_count, exit_cell):
+    return jax.device_get(jax.vmap(generation._place_block_layout, in_axes=(0, 0, 0, 0))(
+        keys, allowed, block_count, exit_cell))
+
+
+@pytest.mark.parametrize("attempts", [3, 8])
+def test_block_layouts_agree_with_one_attempt_per_iteration(monkeypatch, attempts):
+    """Dense and sparse allowed cells, so some boards need many attempts and some find none
+    (an empty board) or are infeasible (fewer allowed cells than blocks)."""
+    rng = np.random.default_rng(attempts)
+    keys = jax.random.split(jax.random.PRNGKey(attempts), CASES)
+    allowed = jnp.asarray(rng.uniform(size=(CASES, N_CELLS)) < rng.uniform(0.3, 1.0, (CASES, 1)))
+    block_count = jnp.asarray(rng.integers(4, 20, CASES), jnp.int32)
+    exit_cell = jnp.asarray(rng.integers(0, N_CELLS, CASES), jnp.int32)
+    monkeypatch.setenv(loop_width.LAYOUT_ATTEMPTS.variable, "1")
+    expected = block_layouts(keys, allowed, block_count, exit_cell)
+    monkeypatch.setenv(loop_width.LAYOUT_ATTEMPTS.variable, str(attempts))
+    assert loop_width.LAYOUT_ATTEMPTS() == attempts
+    np.testing.assert_array_equal(block_layouts(keys, allowed, block_count, exit_cell), expected)
+    placed = expected.sum(axis=1)
+    assert (placed == 0).any() and (placed > 0).any()
+
+
+def test_the_cpu_runs_every_loop_at_width_one(monkeypatch):
+    for width in (loop_width.BFS_LAYERS, loop_width.LAYOUT_ATTEMPTS):
+        monkeypatch.delenv(width.variable, raising=False)
+        assert jax.default_backend() == "cpu" and width() == 1
 
 
 def test_a_layer_count_that_is_not_a_positive_integer_is_refused(monkeypatch):
-    monkeypatch.setenv(bitboard.BFS_LAYERS_VARIABLE, "0")
+    monkeypatch.setenv(loop_width.BFS_LAYERS.variable, "0")
     with pytest.raises(ValueError, match="expected a positive integer"):
-        bitboard.layers_per_iteration()
+        loop_width.BFS_LAYERS()

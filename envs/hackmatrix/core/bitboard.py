@@ -6,12 +6,11 @@ operations instead of 36-wide (or 36x36) arithmetic, which is what keeps enemy p
 cheap under vmap.
 """
 
-import os
-
 import jax
 import jax.numpy as jnp
 import numpy as np
 
+from . import loop_width
 from .constants import GRID, N_CELLS
 
 _WORD_BITS = 18
@@ -26,34 +25,13 @@ _CELL_MASKS[np.arange(N_CELLS), _CELL_WORD] = _CELL_BIT
 
 EMPTY_BOARD = np.zeros(2, np.uint32)
 FULL_BOARD = np.array([_FULL, _FULL], np.uint32)
-# Layers of a search per loop iteration, by backend. On a GPU every while iteration is a kernel
-# launch and a predicate read back by the host (tens of microseconds, whatever the batch), and
-# the step's searches are most of its ~150 sequential iterations (SPEC §4.7), while a layer is
-# a handful of word operations; so there a search takes 4 layers per iteration (a quarter of
-# the iterations for at most three layers of extra work, which change nothing once a search is
-# over). On the CPU the extra layers cost 1.6x the step's time and the iterations almost
-# nothing, so it takes one. Fully unrolled searches (35 layers, no loop) compiled 4x slower and
-# ran 50x slower on the CPU. The variable below overrides the choice, to measure one against
-# the other on the same machine.
-BFS_LAYERS_PER_ITERATION = {"gpu": 4}
-BFS_LAYERS_VARIABLE = "HACKMATRIX_BFS_LAYERS_PER_ITERATION"
-
-
-def layers_per_iteration() -> int:
-    """Search layers per loop iteration on the backend being traced for."""
-    override = os.environ.get(BFS_LAYERS_VARIABLE)
-    if override:
-        if not override.isdigit() or int(override) < 1:
-            raise ValueError(f"{BFS_LAYERS_VARIABLE}={override!r}: expected a positive integer")
-        return int(override)
-    return BFS_LAYERS_PER_ITERATION.get(jax.default_backend(), 1)
 
 
 def bfs_layers(searching, layer, init):
     """``init`` carried through ``layer`` (carry -> carry) while ``searching(carry)``, which is
-    checked every ``layers_per_iteration()`` layers: ``layer`` must leave the result of a
-    finished search as it is."""
-    per_iteration = layers_per_iteration()
+    checked every ``loop_width.BFS_LAYERS()`` layers (4 on a GPU, 1 on the CPU): ``layer``
+    must leave the result of a finished search as it is."""
+    per_iteration = loop_width.BFS_LAYERS()
 
     def layers(carry):
         for _ in range(per_iteration):

@@ -17,6 +17,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from . import bitboard as bb
+from . import loop_width
 from .constants import (BASE_SCHEDULE_INTERVAL, BLOCK, BONUS_CREDITS, BONUS_ENERGY, BONUS_SIPHON,
                         CORNER_CELLS, DATA_SIPHON, EMPTY, EXIT, GRID, IS_CORNER, LAYOUT_ATTEMPTS,
                         MAX_BLOCKS, MIN_BLOCKS, N_CELLS, N_PROGRAMS, PROGRAM_SPAWN_COST)
@@ -81,17 +82,29 @@ def _random_layout(key: jax.Array, allowed: jax.Array, block_count: jax.Array) -
 def _place_block_layout(key, allowed, block_count, exit_cell):
     """placeBlocksWithValidation's attempt loop (game-rules §3.4, decisions R2): up to 100
     whole-layout attempts, the first valid one wins; an empty board if none is valid, or if
-    fewer allowed cells than ``block_count`` exist (where Swift would loop forever)."""
+    fewer allowed cells than ``block_count`` exist (where Swift would loop forever). Each
+    iteration draws and checks ``loop_width.LAYOUT_ATTEMPTS()`` attempts side by side (8 on a
+    GPU, 1 on the CPU), attempt ``i`` always from ``fold_in(key, i)``, so the first valid
+    attempt and its layout do not depend on that width."""
     feasible = jnp.sum(allowed, dtype=jnp.int32) >= block_count
+    per_iteration = loop_width.LAYOUT_ATTEMPTS()
 
     def cond(carry):
         attempt, valid, _ = carry
         return feasible & ~valid & (attempt < LAYOUT_ATTEMPTS)
 
+    def attempt_layout(attempt):
+        layout = _random_layout(jax.random.fold_in(key, attempt), allowed, block_count)
+        return layout, is_valid_layout(layout, exit_cell) & (attempt < LAYOUT_ATTEMPTS)
+
     def body(carry):
         attempt, _, _ = carry
-        layout = _random_layout(jax.random.fold_in(key, attempt), allowed, block_count)
-        return attempt + 1, is_valid_layout(layout, exit_cell), layout
+        if per_iteration == 1:
+            layout, valid = attempt_layout(attempt)
+        else:
+            layouts, valid = jax.vmap(attempt_layout)(attempt + jnp.arange(per_iteration))
+            layout, valid = layouts[jnp.argmax(valid)], jnp.any(valid)
+        return attempt + per_iteration, valid, layout
 
     init = (jnp.int32(0), jnp.bool_(False), jnp.asarray(bb.EMPTY_BOARD))
     _, valid, layout = jax.lax.while_loop(cond, body, init)
