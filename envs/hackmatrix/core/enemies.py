@@ -107,17 +107,19 @@ def _pass_a_first_move(target, start, passable, target_ok):
         return jnp.any((frontier & start_neighbours) != 0)
 
     def body(carry):
-        # The first layer that touches a neighbour of the start is kept; the search runs on.
+        # The first layer that touches a neighbour of the start is kept (first_touch stays
+        # empty until then); the search runs on.
         visited, frontier, first_touch = carry
         new = bb.neighbours(frontier) & passable & ~visited
-        first_touch = jnp.where(touches_start(first_touch) | ~touches_start(new), first_touch,
+        first_touch = jnp.where(bb.any_set(first_touch) | ~touches_start(new), first_touch,
                                 new)
         return visited | new, new, first_touch
 
-    first_touch = jnp.where(touches_start(source), source, jnp.uint32(0))
     def searching(carry):
         _, frontier, first_touch = carry
-        return bb.any_set(frontier) & ~touches_start(first_touch)
+        return bb.any_set(frontier) & ~bb.any_set(first_touch)
+
+    first_touch = jnp.where(touches_start(source), source, jnp.uint32(0))
 
     _, _, frontier = bb.bfs_layers(searching, body, (source, source, first_touch))
     hits = jnp.stack([bb.has(frontier, _neighbour(start, d)) for d in range(4)])
