@@ -49,6 +49,8 @@ TIERS = {
     "smoke": Tier(2_097_152, 1, "a few minutes on a 2-core CPU: the pipeline runs end to end"),
     "standard": Tier(20_000_000, 3, "20M env steps x 3 seeds"),
     "full": Tier(50_000_000, 3, "50M env steps x 3 seeds"),
+    "long": Tier(200_000_000, 3, "200M env steps x 3 seeds: hours per seed on a CPU, so "
+                 "resumed over several sittings (--resume)"),
     "reference": Tier(None, 3, "an env with a published config (a gymnax id): its own budget "
                       "and defaults (PureJaxRL's), 3 seeds; the default tier for such an env"),
 }
