@@ -638,42 +638,36 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
     return total, aux
 
 
-def step_minibatches(transitions: Transition, advantages, targets, key, config: TrainConfig):
-    """Feed-forward: the [T, N] steps shuffled and cut into ``num_minibatches`` of single
-    steps (no hidden state: None)."""
+def minibatch_rows(key, count: int, config: TrainConfig):
+    """A shuffle of ``count`` items (steps or sequences) cut into ``num_minibatches`` rows of
+    indices, i32[M, count / M]: minibatch m holds the items of row m."""
+    return jax.random.permutation(key, count).reshape((config.num_minibatches, -1))
+
+
+def step_minibatch(transitions: Transition, advantages, targets, rows, config: TrainConfig):
+    """Feed-forward: the steps of one row of ``minibatch_rows`` over the [T, N] steps
+    flattened (step t * N + n), gathered from the rollout as they are needed, so the update
+    never holds a shuffled copy of the whole rollout (no hidden state: None)."""
     local_batch = config.num_steps * config.envs_per_device
-    flat = jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:]),
-                        (transitions, advantages, targets))
-    permutation = jax.random.permutation(key, local_batch)
-    minibatches = jax.tree.map(
-        lambda x: x[permutation].reshape((config.num_minibatches, -1) + x.shape[1:]), flat)
-    return minibatches + (None,)
+    return jax.tree.map(lambda x: x.reshape((local_batch,) + x.shape[2:])[rows],
+                        (transitions, advantages, targets)) + (None,)
 
 
-def sequence_minibatches(transitions: Transition, advantages, targets, window_hidden, key,
-                         config: TrainConfig):
-    """Recurrent: each env's T steps cut into windows (``window_hidden`` f32[W, N, C], the
-    hidden state at each window's start: W = 1 is the whole rollout), the W * N sequences
-    shuffled and cut into ``num_minibatches`` groups, each time-major [T / W, n, ...] with the
-    hidden states its sequences start from, so the loss replays the core exactly as the
-    rollout ran it."""
-    windows = window_hidden.shape[0]
+def sequence_minibatch(transitions: Transition, advantages, targets, window_hidden, rows,
+                       config: TrainConfig):
+    """Recurrent: each env's T steps are cut into windows (``window_hidden`` f32[W, N, C], the
+    hidden state at each window's start: W = 1 is the whole rollout), sequence w * N + n being
+    env n's window w; one row of ``minibatch_rows`` over the W * N sequences gives a group,
+    time-major [T / W, n, ...], with the hidden states its sequences start from, so the loss
+    replays the core exactly as the rollout ran it. Gathered straight from the [T, N] rollout:
+    no shuffled or window-major copy of it is made."""
+    windows, envs = window_hidden.shape[:2]
     length = config.num_steps // windows
-
-    def by_window(x):  # [T, N, ...] -> [T/W, W*N, ...], sequence w*N + n = env n's window w
-        x = x.reshape((windows, length) + x.shape[1:])
-        return jnp.swapaxes(x, 0, 1).reshape((length, -1) + x.shape[3:])
-    sequences = jax.tree.map(by_window, (transitions, advantages, targets))
-    hidden = window_hidden.reshape((-1,) + window_hidden.shape[2:])
-    permutation = jax.random.permutation(key, hidden.shape[0])
-
-    def cut(x):  # [L, S, ...] -> [M, L, S/M, ...]
-        x = x[:, permutation]
-        x = x.reshape((x.shape[0], config.num_minibatches, -1) + x.shape[2:])
-        return jnp.swapaxes(x, 0, 1)
-    sequences = jax.tree.map(cut, sequences)
-    hidden = hidden[permutation].reshape((config.num_minibatches, -1) + hidden.shape[1:])
-    return sequences + (hidden,)
+    window, env = rows // envs, rows % envs
+    steps = window[None, :] * length + jnp.arange(length)[:, None]  # [T / W, n]
+    sequences = jax.tree.map(lambda x: x[steps, env[None, :]],
+                             (transitions, advantages, targets))
+    return sequences + (window_hidden[window, env],)
 
 
 def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
@@ -699,7 +693,13 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
 
     def minibatch_step(carry, minibatch):
         params, opt_state = carry
-        (batch, adv, tgt, hidden), distilled = minibatch
+        rows, distilled = minibatch
+        if window_hidden is None:
+            batch, adv, tgt, hidden = step_minibatch(transitions, advantages, targets, rows,
+                                                     config)
+        else:
+            batch, adv, tgt, hidden = sequence_minibatch(transitions, advantages, targets,
+                                                         window_hidden, rows, config)
         if config.normalize_advantages:
             adv = normalize_advantages(adv, axis_name)
         grads, aux = jax.grad(loss, has_aux=True)(params, batch, adv, tgt, hidden, distilled)
@@ -710,18 +710,16 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         return (optax.apply_updates(params, updates), opt_state), aux
 
     def epoch(carry, epoch_key):
-        if window_hidden is None:
-            minibatches = step_minibatches(transitions, advantages, targets, epoch_key, config)
-        else:
-            minibatches = sequence_minibatches(transitions, advantages, targets, window_hidden,
-                                               epoch_key, config)
+        items = (config.num_steps * config.envs_per_device if window_hidden is None
+                 else window_hidden.shape[0] * window_hidden.shape[1])
+        rows = minibatch_rows(epoch_key, items, config)
         distilled = None
         if distill is not None:
             order = jax.random.permutation(jax.random.fold_in(epoch_key, 1),
                                            distill["target"].shape[0])
             distilled = jax.tree.map(
                 lambda x: x[order].reshape((config.num_minibatches, -1) + x.shape[1:]), distill)
-        return lax.scan(minibatch_step, carry, (minibatches, distilled))
+        return lax.scan(minibatch_step, carry, (rows, distilled))
 
     (params, opt_state), aux = lax.scan(epoch, (params, opt_state),
                                         jax.random.split(key, config.update_epochs))
@@ -901,6 +899,21 @@ class UpdateChunk:
         self._compiled = (lowered if lowered is not None else self.lower(runner)).compile()
         self.compile_seconds = time.perf_counter() - start
         return self.compile_seconds
+
+    def memory_mb(self) -> dict | None:
+        """What XLA's buffer assignment of the compiled chunk holds per device, in MB:
+        ``arguments`` (the runner state, donated, so ``outputs`` alias it) and ``temporaries``
+        (the rollout, the update's working set); None if the backend does not say. The peak
+        a device needs is about arguments + temporaries: a batch that does not fit is known
+        from the compile alone."""
+        analysis = self._compiled.memory_analysis() if self._compiled is not None else None
+        if analysis is None:
+            return None
+        mb = lambda size: round(size / 2**20, 3)  # noqa: E731
+        return {"arguments": mb(analysis.argument_size_in_bytes),
+                "outputs": mb(analysis.output_size_in_bytes),
+                "aliased": mb(analysis.alias_size_in_bytes),
+                "temporaries": mb(analysis.temp_size_in_bytes)}
 
     def __call__(self, runner: RunnerState, num_active: int):
         if self._compiled is None:

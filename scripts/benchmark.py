@@ -6,6 +6,7 @@ counts. Prints a table and appends one JSON line per configuration to a ledger.
     python scripts/benchmark.py --mode both --num-envs 1 256 2048 8192 --num-steps 128
     python scripts/benchmark.py --mode train --num-envs 2048 --devices 1 2 --label cpu-split
     python scripts/benchmark.py --compare abc1234 cpu-split     # ratios B/A per configuration
+    python scripts/benchmark.py --mode train --num-envs 65536 --compile-only  # will it fit?
 
 ``--devices N`` runs each measurement in a subprocess that sees N forced host (CPU) devices
 (``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and trains data-parallel over them.
@@ -83,8 +84,12 @@ def bench_train(args, num_envs: int) -> dict:
     config = train_config(args, num_envs, num_devices)
     env, env_params, network, optimizer, reward_components = ppo.build(config)
     mesh = ppo.make_mesh(config.num_devices)
-    runner = ppo.init_runner_state(config, env, env_params, network, optimizer,
-                                   len(reward_components), mesh)
+
+    def make_runner():
+        return ppo.init_runner_state(config, env, env_params, network, optimizer,
+                                     len(reward_components), mesh)
+    # --compile-only: shapes alone (no env is reset, no device memory taken).
+    runner = jax.eval_shape(make_runner) if args.compile_only else make_runner()
     chunk = ppo.UpdateChunk(config, env, env_params, network, optimizer, reward_components,
                             args.updates_per_chunk, mesh)
     # Trace+lower and XLA compile timed apart; the chunk then runs exactly this executable.
@@ -93,6 +98,29 @@ def bench_train(args, num_envs: int) -> dict:
     t1 = time.perf_counter()
     chunk.compile(lowered=lowered)
     t2 = time.perf_counter()
+    from purejaxrl.env_throughput import git_commit
+    compiled = {
+        "benchmark": "train", "env": config.env, "num_envs": num_envs,
+        "num_steps": config.num_steps, "num_devices": config.num_devices,
+        "global_batch": config.batch_size, "num_minibatches": config.num_minibatches,
+        "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
+        "updates_per_chunk": args.updates_per_chunk,
+        "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
+        "encoder": config.encoder, "cell_features": config.cell_features,
+        "recurrent_core": config.recurrent_core, "core_width": config.core_width,
+        "sequence_length": config.sequence_length,
+        "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
+        "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
+        "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
+        # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
+        "xla_memory_mb": chunk.memory_mb(),
+        "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
+        "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
+        "host": platform.node(), "cpus": os.cpu_count(), "config": config.to_dict(),
+        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+    if args.compile_only:
+        return dict(compiled, benchmark="train-compile")
 
     def run_chunk(runner):
         start = time.perf_counter()
@@ -111,34 +139,16 @@ def bench_train(args, num_envs: int) -> dict:
     # Env steps of every seed: what the program does per second.
     sps = [args.updates_per_chunk * config.batch_size * config.num_seeds / s for s in seconds]
     per_update = [s / args.updates_per_chunk for s in seconds]
-    from purejaxrl.env_throughput import git_commit
-    return {
-        "benchmark": "train", "env": config.env, "num_envs": num_envs,
-        "num_steps": config.num_steps, "num_devices": config.num_devices,
-        "global_batch": config.batch_size, "num_minibatches": config.num_minibatches,
-        "minibatch_size": config.minibatch_size, "update_epochs": config.update_epochs,
-        "updates_per_chunk": args.updates_per_chunk, "repeats": args.repeats,
-        "updates_done": updates_done,
-        "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
-        "encoder": config.encoder, "cell_features": config.cell_features,
-        "recurrent_core": config.recurrent_core, "core_width": config.core_width,
-        "sequence_length": config.sequence_length,
-        "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
-        "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
-        "parameters": parameter_count(runner.params) // config.num_seeds,
-        "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
-        "sps_median": round(statistics.median(sps), 1), "sps_min": round(min(sps), 1),
-        "sps_max": round(max(sps), 1),
-        "update_s_median": round(statistics.median(per_update), 4),
-        "update_s_min": round(min(per_update), 4), "update_s_max": round(max(per_update), 4),
-        "invalid_actions": invalid, "masked_actions_sampled": masked,
-        "peak_host_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
-        "peak_device_memory_mb": env_throughput.peak_device_memory_mb(),
-        "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
-        "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
-        "host": platform.node(), "cpus": os.cpu_count(), "config": config.to_dict(),
-        "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
+    return dict(
+        compiled, repeats=args.repeats, updates_done=updates_done,
+        parameters=parameter_count(runner.params) // config.num_seeds,
+        sps_median=round(statistics.median(sps), 1), sps_min=round(min(sps), 1),
+        sps_max=round(max(sps), 1),
+        update_s_median=round(statistics.median(per_update), 4),
+        update_s_min=round(min(per_update), 4), update_s_max=round(max(per_update), 4),
+        invalid_actions=invalid, masked_actions_sampled=masked,
+        peak_host_rss_mb=round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1),
+        peak_device_memory_mb=env_throughput.peak_device_memory_mb())
 
 
 # ---------------------------------------------------------------------------- ledger and table
@@ -151,7 +161,7 @@ def print_header() -> None:
 
 def network_label(row: dict) -> str:
     """e.g. ``egocentric8-128x2/mb128`` (train rows), ``-`` for env rows."""
-    if row["benchmark"] != "train":
+    if not row["benchmark"].startswith("train"):
         return "-"
     encoder = row.get("encoder", "flat")
     cells = str(row.get("cell_features", "")) if encoder == "egocentric" else ""
@@ -164,6 +174,14 @@ def network_label(row: dict) -> str:
 
 
 def print_row(row: dict) -> None:
+    if row["benchmark"] == "train-compile":
+        memory = row["xla_memory_mb"] or {}
+        print(f"{'train':>5} {row['env']:>10} {row['num_envs']:>6} {row['num_steps']:>5} "
+              f"{row['device_count']:>3} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
+              f"compiled only: XLA needs {memory.get('arguments', '?')} MB of arguments + "
+              f"{memory.get('temporaries', '?')} MB of temporaries per device "
+              f"({network_label(row)})", flush=True)
+        return
     per_update = f"{row['update_s_median']:>9.3f}" if "update_s_median" in row else f"{'-':>9}"
     print(f"{row['benchmark']:>5} {row['env']:>10} {row['num_envs']:>6} {row['num_steps']:>5} "
           f"{row['device_count']:>3} {row['trace_lower_s']:>8.2f} {row['compile_s']:>9.2f} "
@@ -324,6 +342,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train mode: the group-entropy bonus (default 0: off); not part "
                              "of --compare's configuration key, so a run with it compares "
                              "with one without")
+    parser.add_argument("--compile-only", action="store_true",
+                        help="train mode: compile each configuration and report the memory "
+                             "XLA assigns per device (the runner state and the temporaries: "
+                             "will this batch fit?), without resetting an env or running")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--num-seeds", type=int, default=1,
                         help="train mode: seeds vmapped in one program (steps/s counts every "
@@ -355,6 +377,8 @@ def main(argv=None) -> int:
     args = parser.parse_args(argv)
     if args.compare:
         return compare(args.ledger or DEFAULT_LEDGER, *args.compare)
+    if args.compile_only and args.mode != "train":
+        parser.error("--compile-only needs --mode train")
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1 \
             or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []) \
             or args.num_seeds < 1:

@@ -27,7 +27,8 @@ MEASUREMENT_KEYS = {"benchmark", "num_envs", "num_steps", "repeats", "trace_lowe
                     "device_count", "backend", "jax", "commit", "label"}
 TRAIN_KEYS = MEASUREMENT_KEYS | {"env", "num_devices", "global_batch", "num_minibatches",
                                  "update_epochs", "updates_per_chunk", "updates_done",
-                                 "update_s_median", "update_s_min", "update_s_max", "config"}
+                                 "update_s_median", "update_s_min", "update_s_max", "config",
+                                 "xla_memory_mb"}
 
 
 def run(script, *args, extra_env=None):
@@ -94,6 +95,27 @@ def test_train_benchmark_of_vmapped_seeds_counts_every_seed(tmp_path):
     assert (one["num_seeds"], two["num_seeds"]) == (1, 2)
     assert two["updates_done"] == 2 and two["parameters"] == one["parameters"]
     assert two["config"]["num_seeds"] == 2 and "/2seeds" in seeds.stdout
+
+
+def test_compile_only_reports_the_memory_xla_assigns_and_runs_nothing(tmp_path):
+    """--compile-only: one row per env count with XLA's memory per device and no timing
+    (nothing ran: no steps/s, no update count); the temporaries grow with the batch (the
+    rollout is their bulk). Refused outside train mode before any work."""
+    path = str(tmp_path / "results.jsonl")
+    done = run(BENCHMARK, "--mode", "train", "--num-envs", "256", "4096", *TINY_TRAIN,
+               "--compile-only", "--ledger", path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    with open(path) as f:
+        small, large = [json.loads(line) for line in f]
+    for row in (small, large):
+        assert row["benchmark"] == "train-compile" and row["compile_s"] > 0
+        assert "sps_median" not in row and "updates_done" not in row
+        assert set(row["xla_memory_mb"]) == {"arguments", "outputs", "aliased", "temporaries"}
+    assert large["xla_memory_mb"]["temporaries"] > small["xla_memory_mb"]["temporaries"] > 0
+    assert done.stdout.count("compiled only: XLA needs") == 2
+    refused = run(BENCHMARK, "--mode", "env", "--num-envs", "2", "--compile-only",
+                  "--ledger", path)
+    assert refused.returncode == 2 and "--compile-only needs --mode train" in refused.stderr
 
 
 def test_compare_prints_ratios_for_shared_configurations(ledger):

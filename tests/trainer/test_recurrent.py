@@ -129,17 +129,18 @@ def test_truncation_bootstraps_with_the_hidden_state_of_the_truncated_step(built
 
 
 def replay_minibatches(built, config, transitions, windows, key):
-    """The update's minibatches of ``transitions`` (``ppo.sequence_minibatches`` with the
-    hidden state at each window's start) and, per minibatch, the log-probs and values the
-    loss replays with the initial parameters, and the loss's diagnostics:
-    (log_prob, value, batches, aux), each with a leading minibatch axis."""
+    """The update's minibatches of ``transitions`` (``ppo.sequence_minibatch`` of every row
+    of ``ppo.minibatch_rows``, with the hidden state at each window's start) and, per
+    minibatch, the log-probs and values the loss replays with the initial parameters, and the
+    loss's diagnostics: (log_prob, value, batches, aux), each with a leading minibatch axis."""
     network, params = built["network"], built["runner"].params
     advantages = jnp.zeros((config.num_steps, config.num_envs))
 
     @jax.jit
     def replay(transitions, windows):
-        batches, _, _, hidden = ppo.sequence_minibatches(
-            transitions, advantages, advantages, windows, key, config)
+        rows = ppo.minibatch_rows(key, windows.shape[0] * windows.shape[1], config)
+        batches, _, _, hidden = jax.vmap(lambda row: ppo.sequence_minibatch(
+            transitions, advantages, advantages, windows, row, config))(rows)
 
         def one(batch, hidden):
             _, logits, value = network.apply(params, hidden, batch.obs, batch.episode_start)

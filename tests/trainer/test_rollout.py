@@ -197,3 +197,26 @@ def test_discounted_return_accumulates_with_gamma_and_restarts_after_an_episode_
         previous = np.where(t.terminated[step] | t.truncated[step], 0.0, expected)
     np.testing.assert_allclose(rollout["new_runner"].episode.discounted_returns, previous,
                                rtol=1e-5, atol=1e-6)
+
+
+def test_feed_forward_minibatches_gather_every_step_once_from_the_rollout(rollout):
+    """The update's minibatches (``ppo.step_minibatch`` of each row of ``ppo.minibatch_rows``)
+    hold single steps t * N + n of the [T, N] rollout, each with its own action, advantage and
+    target, and together every step exactly once; they are gathered from the rollout as
+    needed, so the update holds no shuffled copy of it."""
+    from purejaxrl import ppo
+    config = CONFIG.replace(num_minibatches=4)
+    t = jax.tree.map(jnp.asarray, rollout["transitions"])
+    steps = config.num_steps * config.num_envs
+    advantages = jnp.arange(steps, dtype=jnp.float32).reshape(config.num_steps, config.num_envs)
+    rows = ppo.minibatch_rows(jax.random.PRNGKey(5), steps, config)
+    assert rows.shape == (4, steps // 4)
+    np.testing.assert_array_equal(np.sort(np.asarray(rows).ravel()), np.arange(steps))
+    for row in np.asarray(rows):
+        batch, adv, tgt, hidden = ppo.step_minibatch(t, advantages, -advantages, row, config)
+        assert hidden is None
+        np.testing.assert_array_equal(adv, row)  # step t * N + n carries its own advantage
+        np.testing.assert_array_equal(tgt, -row)
+        step, env = row // config.num_envs, row % config.num_envs
+        np.testing.assert_array_equal(batch.action, np.asarray(t.action)[step, env])
+        np.testing.assert_array_equal(batch.obs.features, np.asarray(t.obs.features)[step, env])
