@@ -83,6 +83,8 @@ class TrainConfig:
     # learned (agents trained without it die owning none, SPEC §4.4). 0: off.
     start_programs: int = struct.field(pytree_node=False, default=0)
     start_programs_share: float = struct.field(pytree_node=False, default=0.5)
+    # The programs those starts draw from (names the env knows; empty: all of them).
+    start_programs_pool: tuple = struct.field(pytree_node=False, default=())
     # Potential-based shaping on the programs owned (HackMatrix ``program_potential``): the
     # potential per program; 0: off.
     program_potential: float = struct.field(pytree_node=False, default=0.0)
@@ -201,7 +203,7 @@ class TrainConfig:
         """This config as a trained policy plays it: the game's own start and the game's own
         reward (the start-programs curriculum and the program shaping are training only, so
         evaluation's returns compare with every other policy's)."""
-        return self.replace(start_programs=0, program_potential=0.0)
+        return self.replace(start_programs=0, start_programs_pool=(), program_potential=0.0)
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -215,7 +217,9 @@ class TrainConfig:
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
-        return cls(**{**FIELDS_ADDED_LATER, **values})
+        values = {**FIELDS_ADDED_LATER, **values}
+        values["start_programs_pool"] = tuple(values["start_programs_pool"])  # JSON: a list
+        return cls(**values)
 
 
 DISTILL_LEAVES = ("game", "value")
@@ -232,7 +236,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "start_programs": 0,
-                      "start_programs_share": 0.5, "program_potential": 0.0,
+                      "start_programs_share": 0.5, "start_programs_pool": (),
+                      "program_potential": 0.0,
                       "group_entropy_coef": 0.0, "lr_floor": 0.0}
 
 
@@ -406,6 +411,11 @@ def validate_config(config: TrainConfig) -> None:
              "--no-separate-torsos)")
     need(isinstance(config.start_programs, int) and config.start_programs >= 0,
          f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
+    need(isinstance(config.start_programs_pool, tuple)
+         and all(isinstance(name, str) for name in config.start_programs_pool),
+         f"--start-programs-pool must be program names, got {config.start_programs_pool!r}")
+    need(not config.start_programs_pool or config.start_programs > 0,
+         "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
     need(0.0 <= config.start_programs_share <= 1.0,
          f"--start-programs-share must be in [0, 1], got {config.start_programs_share}")
     need(isinstance(config.program_potential, (int, float)) and config.program_potential >= 0,

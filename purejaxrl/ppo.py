@@ -58,6 +58,7 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
     env cannot train with (an unknown id, a training reward, encoder or curriculum it does not
     offer) is a ``ConfigError`` naming the option, raised before anything is compiled."""
     for flag, option in (("--start-programs", "start_programs"),
+                         ("--start-programs-pool", "start_programs_pool"),
                          ("--program-potential", "program_potential")):
         if getattr(config, option) and not registry.takes_option(config.env, option):
             raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
@@ -68,6 +69,7 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                                     undo_pays_once=config.undo_pays_once,
                                     start_programs=config.start_programs,
                                     start_programs_share=config.start_programs_share,
+                                    start_programs_pool=config.start_programs_pool,
                                     program_potential=config.program_potential)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None

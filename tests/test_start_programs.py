@@ -70,6 +70,28 @@ def test_the_auto_reset_after_an_ended_game_grants_them_too():
     assert all(jax.tree.leaves(same))
 
 
+def test_a_pool_limits_the_draw_to_its_programs():
+    """``start_programs_pool``: the K programs are drawn from the named ones only (RESET alone:
+    every granted game owns exactly RESET; a pool of two with K = 2: both, in either order);
+    the game is otherwise the plain one, as without a pool."""
+    from envs.hackmatrix.core.constants import PROGRAM_NAMES
+    reset_only = HackMatrix(start_programs=1, start_programs_share=1.0,
+                            start_programs_pool=("reset",))
+    pair = HackMatrix(start_programs=2, start_programs_share=1.0,
+                      start_programs_pool=("reset", "siph+"))
+    plain = jax.jit(jax.vmap(lambda key: PLAIN.reset(key, PARAMS)[1]))(KEYS)
+    for env, names in ((reset_only, {"reset"}), (pair, {"reset", "siph+"})):
+        states = jax.jit(jax.vmap(lambda key: env.reset(key, PARAMS)[1]))(KEYS)
+        ranks = np.asarray(states.program_rank)
+        for row in ranks:
+            assert {PROGRAM_NAMES[i] for i in np.flatnonzero(row >= 0)} == names
+            assert sorted(row[row >= 0]) == list(range(len(names)))
+        _assert_same_game(plain, states)
+    orders = {tuple(np.argsort(row)[-2:]) for row in np.asarray(
+        jax.vmap(lambda key: pair.reset(key, PARAMS)[1])(KEYS).program_rank)}
+    assert len(orders) == 2  # acquisition order drawn per game
+
+
 def test_option_values_are_checked():
     with pytest.raises(ValueError, match="start_programs must be in 0..23"):
         HackMatrix(start_programs=24)
@@ -77,6 +99,30 @@ def test_option_values_are_checked():
         validate_config(TrainConfig(start_programs=2, start_programs_share=1.5))
     with pytest.raises(ConfigError, match="--start-programs must be a non-negative"):
         validate_config(TrainConfig(start_programs=-1))
+    with pytest.raises(ValueError, match="start_programs_pool must name distinct programs"):
+        HackMatrix(start_programs=1, start_programs_pool=("reset", "bogus"))
+    with pytest.raises(ValueError, match="start_programs_pool must name distinct programs"):
+        HackMatrix(start_programs=1, start_programs_pool=("reset", "reset"))
+    with pytest.raises(ValueError, match=r"start_programs \(2\) is more than the 1 programs"):
+        HackMatrix(start_programs=2, start_programs_pool=("reset",))
+    with pytest.raises(ConfigError, match="--start-programs-pool needs --start-programs K > 0"):
+        validate_config(TrainConfig(start_programs_pool=("reset",)))
+
+
+def test_the_pool_travels_through_the_command_line_and_a_checkpoints_config():
+    """``--start-programs-pool reset,siph+`` is the config's tuple; a checkpoint's JSON config
+    (a list) reads back as that tuple, and a config from before the field has no pool."""
+    from purejaxrl.cli.train import build_parser
+    args = build_parser().parse_args(["--start-programs", "1",
+                                      "--start-programs-pool", "reset,siph+"])
+    assert args.start_programs_pool == ("reset", "siph+")
+    config = TrainConfig(start_programs=1, start_programs_pool=("reset", "siph+"))
+    values = config.to_dict()
+    values["start_programs_pool"] = list(values["start_programs_pool"])
+    assert TrainConfig.from_dict(values) == config
+    del values["start_programs_pool"]
+    assert TrainConfig.from_dict(values).start_programs_pool == ()
+    assert config.for_play().start_programs_pool == () and config.for_play().start_programs == 0
 
 
 def test_toy_does_not_take_it():

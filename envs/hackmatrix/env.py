@@ -11,7 +11,7 @@ import numpy as np
 from .core import generation, reward_ledger, rewards
 from . import ENV_VERSION, baselines, observation, training
 from .core.constants import (GRID, N_ACTIONS, N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET,
-                             UNDO)
+                             PROGRAM_NAMES, UNDO)
 from .core.game import step_game, step_keys
 from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
@@ -52,7 +52,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     reward that UNDO took back only once (``core/reward_ledger.py``; a training option, off by
     default: Swift pays it again); ``start_programs`` K > 0 starts a share
     ``start_programs_share`` of new games with K random programs owned (a curriculum, off by
-    default: the game starts with none; ``training.start_with_programs``);
+    default: the game starts with none; ``training.start_with_programs``), drawn from
+    ``start_programs_pool`` (program names of ``constants.PROGRAM_NAMES``; empty: all 23);
     ``program_potential`` c > 0 adds the potential-based term ``gamma * Phi(s') - Phi(s)``,
     ``Phi = c * programs owned`` (0 after a terminal step), as the reward component
     ``program_shaping`` (a training option, off by default; ``training.program_shaping``);
@@ -63,15 +64,16 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     # episode_resources below.
     version = ENV_VERSION
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
-                        "start_programs", "start_programs_share", "program_potential")
+                        "start_programs", "start_programs_share", "start_programs_pool",
+                        "program_potential")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
 
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  undo_pays_once: bool = False, start_programs: int = 0,
-                 start_programs_share: float = 0.5, program_potential: float = 0.0,
-                 max_enemies: int = MAX_ENEMIES,
+                 start_programs_share: float = 0.5, start_programs_pool: tuple[str, ...] = (),
+                 program_potential: float = 0.0, max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
@@ -81,6 +83,13 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         if not 0 <= start_programs <= N_PROGRAMS or not 0.0 <= start_programs_share <= 1.0:
             raise ValueError(f"start_programs must be in 0..{N_PROGRAMS} and "
                              "start_programs_share in [0, 1]")
+        unknown = [name for name in start_programs_pool if name not in PROGRAM_NAMES]
+        if unknown or len(set(start_programs_pool)) != len(start_programs_pool):
+            raise ValueError(f"start_programs_pool must name distinct programs of "
+                             f"{', '.join(PROGRAM_NAMES)}; got {', '.join(start_programs_pool)}")
+        if start_programs_pool and start_programs > len(start_programs_pool):
+            raise ValueError(f"start_programs ({start_programs}) is more than the "
+                             f"{len(start_programs_pool)} programs of start_programs_pool")
         if not program_potential >= 0.0:
             raise ValueError(f"program_potential must be >= 0, got {program_potential}")
         self.reward_shaping = reward_shaping
@@ -88,6 +97,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.undo_pays_once = undo_pays_once
         self.start_programs = start_programs
         self.start_programs_share = start_programs_share
+        self.start_programs_pool = tuple(start_programs_pool)
         self.program_potential = float(program_potential)
         # info["reward_breakdown"] keys, in summing order.
         self.reward_components = REWARD_COMPONENTS + (
@@ -99,7 +109,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
-                self.start_programs, self.start_programs_share, self.program_potential,
+                self.start_programs, self.start_programs_share, self.start_programs_pool,
+                self.program_potential,
                 self.max_enemies,
                 self.max_transmissions, self.history_size)
 
@@ -131,8 +142,9 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         """A new game's state under the start-programs option (static: nothing without it)."""
         if self.start_programs == 0:
             return state
+        pool = tuple(PROGRAM_NAMES.index(name) for name in self.start_programs_pool)
         return training.start_with_programs(state, key, self.start_programs,
-                                            self.start_programs_share)
+                                            self.start_programs_share, pool)
 
     def fresh_ledger(self):
         """A new episode's reward ledger (``undo_pays_once``), else None."""

@@ -67,15 +67,20 @@ TRAINING_REWARDS = {"progress": progress_reward, "stages": stages_reward}
 START_PROGRAMS_KEY_TAG = 0x5A27
 
 
-def start_with_programs(state, key: jax.Array, count: int, share: float):
+def start_with_programs(state, key: jax.Array, count: int, share: float,
+                        pool: tuple[int, ...] = ()):
     """The start-programs curriculum (a training option; the game starts with none and gains
     programs only by siphoning their blocks: game-rules §3.1, programs-rewards-observation
     §6.1): with probability ``share`` a new game's player owns ``count`` distinct programs,
-    uniform among the 23, acquired in a uniform order; otherwise ``state`` unchanged. Credits
-    and energy are the game's own, so running them is still paid for."""
+    uniform among ``pool`` (program indices; empty: all 23), acquired in a uniform order;
+    otherwise ``state`` unchanged. Credits and energy are the game's own, so running them is
+    still paid for."""
     key = jax.random.fold_in(key, START_PROGRAMS_KEY_TAG)
     k_share, k_pick = jax.random.split(key)
-    order = jax.random.permutation(k_pick, state.program_rank.shape[-1])[:count]
+    if pool:
+        order = jnp.asarray(pool, jnp.int32)[jax.random.permutation(k_pick, len(pool))[:count]]
+    else:
+        order = jax.random.permutation(k_pick, state.program_rank.shape[-1])[:count]
     rank = jnp.full_like(state.program_rank, -1).at[order].set(
         jnp.arange(count, dtype=state.program_rank.dtype))
     granted = jax.random.uniform(k_share) < share

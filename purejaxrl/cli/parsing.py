@@ -25,3 +25,12 @@ def finite_float(text: str) -> float:
     if not math.isfinite(value):
         raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
     return value
+
+
+def name_list(text: str) -> tuple[str, ...]:
+    """A comma-separated list of names for argparse (``reset,siph+`` -> ("reset", "siph+")); an
+    empty name is refused. Which names are known is the env's to say."""
+    names = tuple(name.strip() for name in text.split(","))
+    if not all(names):
+        raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
+    return names

@@ -35,7 +35,7 @@ import signal
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser, finite_float
+from purejaxrl.cli.parsing import ArgumentParser, finite_float, name_list
 
 choose_platforms()  # before anything imports JAX
 
@@ -51,7 +51,7 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
-    "start_programs", "start_programs_share", "program_potential",
+    "start_programs", "start_programs_share", "start_programs_pool", "program_potential",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
@@ -89,6 +89,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "evaluation plays the game's own start; 0 = off)")
     env.add_argument("--start-programs-share", type=float, metavar="P",
                      help="the share of training games that start with --start-programs")
+    env.add_argument("--start-programs-pool", type=name_list, metavar="NAMES",
+                     help="(HackMatrix) draw the --start-programs from these programs only, "
+                          "comma-separated (e.g. reset or reset,siph+; default: all 23)")
     env.add_argument("--program-potential", type=float, metavar="C",
                      help="(HackMatrix) potential-based shaping on the programs owned: "
                           "gamma*phi(s') - phi(s), phi = C per program (0 after a death or a "
