@@ -301,11 +301,19 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     num_stages = N_STAGES  # the stage a won game ends on (evaluation's per-stage tables)
 
     def episode_resources(self, state: EnvState) -> dict:
-        """What the player holds in ``state`` (evaluation reports it at the end of a game: the
-        HP, credits and energy that were left unspent, and how many programs were owned)."""
+        """What the player holds in ``state`` and what it faces (evaluation reports it at the
+        end of a game, from the state the last action was chosen in: the HP, credits and
+        energy left unspent, how many programs were owned; the enemies alive, those of them
+        that the player's own siphons spawned, and the transmissions still to hatch: whether
+        the deaths come from what siphoning adds to the board)."""
+        e = state.enemies
+        alive = e.active & (e.hp > 0)
         return {"hp": state.player.hp, "credits": state.player.credits,
                 "energy": state.player.energy,
-                "programs_owned": jnp.sum(state.owned).astype(jnp.int32)}
+                "programs_owned": jnp.sum(state.owned).astype(jnp.int32),
+                "enemies": jnp.sum(alive).astype(jnp.int32),
+                "siphon_enemies": jnp.sum(alive & e.from_siphon).astype(jnp.int32),
+                "transmissions": jnp.sum(state.transmissions.active).astype(jnp.int32)}
 
     def action_mask(self, obs: observation.Observation) -> jax.Array:
         return obs.action_mask

@@ -80,4 +80,8 @@ def test_heuristic_games_report_consistent_stages_and_resources():
     ended = sum(sum(r["ended"].values()) for r in rows)
     assert ended == int(np.sum(~np.asarray(results["won"])))
     np.testing.assert_array_equal(np.sum(results["stage_steps"], axis=1), results["length"])
-    assert {"end_hp", "end_credits", "end_energy", "end_programs_owned"} <= set(rows[0])
+    assert {"end_hp", "end_credits", "end_energy", "end_programs_owned", "end_enemies",
+            "end_siphon_enemies", "end_transmissions"} <= set(rows[0])
+    # The heuristic never siphons, so no enemy of its games came from a siphon.
+    assert all(row["end_siphon_enemies"] in (None, 0.0) for row in rows)
+    assert any((row["end_enemies"] or 0) > 0 for row in rows)
