@@ -249,6 +249,10 @@ def test_windowed_replay_reproduces_the_rollout(built, windowed_rollout):
     expected = windows_of.transpose(0, 2, 1).reshape(sequences, -1)
     got = np.asarray(batches.action).transpose(0, 2, 1).reshape(sequences, -1)
     assert sorted(map(tuple, got.tolist())) == sorted(map(tuple, expected.tolist()))
+    # In the shuffle's order: minibatch m's j-th sequence is sequence rows[m, j] = w * N + n,
+    # env n's window w.
+    rows = np.asarray(ppo.minibatch_rows(jax.random.PRNGKey(4), sequences, WINDOWED))
+    np.testing.assert_array_equal(got, expected[rows.ravel()])
 
 
 def test_sequence_length_validation():
