@@ -152,3 +152,25 @@ def test_a_policy_trained_with_it_plays_the_games_own_start(tmp_path):
     policy = load_policy(run_dir)
     assert policy.checkpoint["config"]["start_programs"] == 2
     assert policy.config.start_programs == 0 and policy.env.env.start_programs == 0
+
+
+def test_evaluate_can_start_every_game_owning_named_programs(tmp_path, capsys):
+    """``evaluate.py --start-programs 1 --start-programs-pool reset``: a diagnostic of what
+    owning a program is worth to a policy. Every game starts owning RESET (the stage report's
+    programs owned where games end: at least 1 on every stage a game ended on: a game
+    never loses a program and may acquire others), and the output says that this
+    is not the game's own start."""
+    import json
+    from purejaxrl.cli.evaluate import main as evaluate_main
+    out = tmp_path / "eval.json"
+    code = evaluate_main(["--policies", "random", "--episodes", "4", "--seed", "3",
+                          "--start-programs", "1", "--start-programs-pool", "reset",
+                          "--json", str(out)])
+    assert code == 0
+    assert "every game starts owning 1 program(s) of reset: not the game's own start" in \
+        capsys.readouterr().out
+    result = json.loads(out.read_text())["random"]
+    assert result["start_programs"] == {"count": 1, "pool": ["reset"]}
+    owned = [row["end_programs_owned"] for row in result["stages"]
+             if row["end_programs_owned"] is not None]
+    assert owned and all(value >= 1 for value in owned)

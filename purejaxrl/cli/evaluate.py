@@ -6,6 +6,7 @@ envs.registry (HackMatrix, the toy corridor, a gymnax id).
     python scripts/evaluate.py --env hackmatrix --policies random
     python scripts/evaluate.py --env CartPole-v1 --episodes 64          # return and length
     python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
+    python scripts/evaluate.py --checkpoint RUN --start-programs 1 --start-programs-pool reset
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
 of the table face identical starting boards.
@@ -18,7 +19,7 @@ import json
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.cli.parsing import ArgumentParser, name_list
 from purejaxrl.cli import evaluate_search
 
 choose_platforms()  # before anything imports JAX
@@ -55,6 +56,13 @@ def build_parser() -> argparse.ArgumentParser:
     options.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
     options.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
     options.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
+    options.add_argument("--start-programs", type=int, metavar="K",
+                         help="every game starts owning K programs drawn from "
+                              "--start-programs-pool (default: all 23): a diagnostic of what "
+                              "owning them is worth to a policy, not the game's own start "
+                              "(which every benchmark row plays)")
+    options.add_argument("--start-programs-pool", type=name_list, metavar="NAMES",
+                         help="comma-separated program names for --start-programs")
     parser.add_argument("--max-episode-steps", type=int,
                         help="the env's time limit: episodes are truncated after this many "
                              "steps (default: the checkpoint's, else the env's own)")
@@ -101,6 +109,11 @@ def main(argv=None) -> int:
     except OutputPathError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
+    if args.start_programs is not None and args.start_programs < 1 \
+            or args.start_programs_pool and not args.start_programs:
+        print("error: --start-programs must be >= 1, and --start-programs-pool needs it",
+              file=sys.stderr)
+        return 2
     search_error = evaluate_search.arguments_error(args)
     if requested == [] and not args.search_simulations:
         search_error = (f"--policies {NO_POLICIES} leaves nothing to evaluate without "
@@ -131,6 +144,9 @@ def main(argv=None) -> int:
               f"{checkpoint['env_steps']:,} env steps)")
     overrides = {name: getattr(args, name) for name in ENV_OVERRIDES
                  if getattr(args, name) is not None}
+    if args.start_programs:  # every game, not a share: the diagnostic start
+        overrides.update(start_programs=args.start_programs, start_programs_share=1.0,
+                         start_programs_pool=args.start_programs_pool or ())
     if params is not None and overrides.get("env", config.env) != config.env:
         print("error: --env differs from the checkpoint's environment", file=sys.stderr)
         return 2
@@ -184,6 +200,13 @@ def main(argv=None) -> int:
                                                    int(env_params.max_steps_in_episode),
                                                    critic))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
+    if args.start_programs:
+        pool = ", ".join(args.start_programs_pool or ()) or "all 23"
+        print(f"every game starts owning {args.start_programs} program(s) of {pool}: not the "
+              "game's own start")
+        for summary in results.values():
+            summary["start_programs"] = {"count": args.start_programs,
+                                         "pool": list(args.start_programs_pool or ())}
     print(format_table(results))
     if any("stage_reached" in summary for summary in results.values()):
         print(evaluate_search.format_stage_table(results))
