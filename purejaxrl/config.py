@@ -88,6 +88,8 @@ class TrainConfig:
     # Potential-based shaping on the programs owned (HackMatrix ``program_potential``): the
     # potential per program; 0: off.
     program_potential: float = struct.field(pytree_node=False, default=0.0)
+    # The programs that potential counts (names the env knows; empty: all of them).
+    program_potential_pool: tuple = struct.field(pytree_node=False, default=())
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -203,7 +205,8 @@ class TrainConfig:
         """This config as a trained policy plays it: the game's own start and the game's own
         reward (the start-programs curriculum and the program shaping are training only, so
         evaluation's returns compare with every other policy's)."""
-        return self.replace(start_programs=0, start_programs_pool=(), program_potential=0.0)
+        return self.replace(start_programs=0, start_programs_pool=(), program_potential=0.0,
+                            program_potential_pool=())
 
     def to_dict(self) -> dict:
         return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
@@ -218,7 +221,8 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
         values = {**FIELDS_ADDED_LATER, **values}
-        values["start_programs_pool"] = tuple(values["start_programs_pool"])  # JSON: a list
+        for name in ("start_programs_pool", "program_potential_pool"):  # JSON: lists
+            values[name] = tuple(values[name])
         return cls(**values)
 
 
@@ -237,7 +241,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "start_programs": 0,
                       "start_programs_share": 0.5, "start_programs_pool": (),
-                      "program_potential": 0.0,
+                      "program_potential": 0.0, "program_potential_pool": (),
                       "group_entropy_coef": 0.0, "lr_floor": 0.0}
 
 
@@ -411,9 +415,12 @@ def validate_config(config: TrainConfig) -> None:
              "--no-separate-torsos)")
     need(isinstance(config.start_programs, int) and config.start_programs >= 0,
          f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
-    need(isinstance(config.start_programs_pool, tuple)
-         and all(isinstance(name, str) for name in config.start_programs_pool),
-         f"--start-programs-pool must be program names, got {config.start_programs_pool!r}")
+    for flag, pool in (("--start-programs-pool", config.start_programs_pool),
+                       ("--program-potential-pool", config.program_potential_pool)):
+        need(isinstance(pool, tuple) and all(isinstance(name, str) for name in pool),
+             f"{flag} must be program names, got {pool!r}")
+    need(not config.program_potential_pool or config.program_potential > 0,
+         "--program-potential-pool needs --program-potential C > 0 (the potential per program)")
     need(not config.start_programs_pool or config.start_programs > 0,
          "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
     need(0.0 <= config.start_programs_share <= 1.0,

@@ -59,7 +59,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
     offer) is a ``ConfigError`` naming the option, raised before anything is compiled."""
     for flag, option in (("--start-programs", "start_programs"),
                          ("--start-programs-pool", "start_programs_pool"),
-                         ("--program-potential", "program_potential")):
+                         ("--program-potential", "program_potential"),
+                         ("--program-potential-pool", "program_potential_pool")):
         if getattr(config, option) and not registry.takes_option(config.env, option):
             raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
                               f"{config.env!r} does not")
@@ -70,7 +71,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                                     start_programs=config.start_programs,
                                     start_programs_share=config.start_programs_share,
                                     start_programs_pool=config.start_programs_pool,
-                                    program_potential=config.program_potential)
+                                    program_potential=config.program_potential,
+                                    program_potential_pool=config.program_potential_pool)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

@@ -79,6 +79,24 @@ def test_a_whole_game_nets_minus_the_starting_potential():
     assert discounted == pytest.approx(-1 * 2.0, abs=1e-5)
 
 
+def test_a_pool_makes_the_potential_count_only_its_programs():
+    """``program_potential_pool=("debug",)``: acquiring DEBUG (owning WAIT already, which the
+    pool leaves out) pays gamma * C - 0; with the pool ("reset",) the same acquisition pays
+    nothing, and holding WAIT costs nothing either."""
+    start = _acquisition_start()
+    debug_only = HackMatrix(program_potential=2.0, program_potential_pool=("debug",))
+    reset_only = HackMatrix(program_potential=2.0, program_potential_pool=("reset",))
+    _, _, _, _, info = step(start, SIPHON, env=debug_only)
+    assert float(info["reward_breakdown"]["program_shaping"]) == pytest.approx(GAMMA * 2.0,
+                                                                               abs=1e-6)
+    _, _, _, _, info = step(start, SIPHON, env=reset_only)
+    assert float(info["reward_breakdown"]["program_shaping"]) == 0.0
+    with pytest.raises(ValueError, match="program_potential_pool must name distinct programs"):
+        HackMatrix(program_potential=1.0, program_potential_pool=("resett",))
+    with pytest.raises(ConfigError, match="--program-potential-pool needs --program-potential"):
+        validate_config(TrainConfig(program_potential_pool=("reset",)))
+
+
 def test_option_values_are_checked_and_other_envs_refuse_it():
     from purejaxrl import ppo
     with pytest.raises(ValueError, match="program_potential must be >= 0"):
@@ -96,7 +114,9 @@ def test_a_trained_policy_plays_the_games_own_reward():
     """Evaluation, watching and search play a checkpoint's config ``for_play``: the shaping is
     training only, so a shaped run's returns compare with every other policy's."""
     from purejaxrl import ppo
-    played = TrainConfig(program_potential=1.0, start_programs=2).for_play()
+    played = TrainConfig(program_potential=1.0, program_potential_pool=("reset",),
+                         start_programs=2).for_play()
     assert played.program_potential == 0.0 and played.start_programs == 0
+    assert played.program_potential_pool == ()
     assert "program_shaping" not in ppo.make_env(played)[0].reward_components
 

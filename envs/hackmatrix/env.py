@@ -36,6 +36,15 @@ def _terminal(inputs: rewards.RewardInputs, events) -> jax.Array:
     return ~events.success | inputs.player_died | events.game_won
 
 
+def _program_indices(names: tuple[str, ...], option: str) -> tuple[int, ...]:
+    """The program indices of ``names`` (``constants.PROGRAM_NAMES``); unknown or repeated
+    names are a ValueError naming ``option``."""
+    if any(name not in PROGRAM_NAMES for name in names) or len(set(names)) != len(names):
+        raise ValueError(f"{option} must name distinct programs of {', '.join(PROGRAM_NAMES)}; "
+                         f"got {', '.join(names)}")
+    return tuple(PROGRAM_NAMES.index(name) for name in names)
+
+
 class HackMatrix(environment.Environment[EnvState, EnvParams]):
     """HackMatrix, the Swift game's rules in JAX.
 
@@ -55,7 +64,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     default: the game starts with none; ``training.start_with_programs``), drawn from
     ``start_programs_pool`` (program names of ``constants.PROGRAM_NAMES``; empty: all 23);
     ``program_potential`` c > 0 adds the potential-based term ``gamma * Phi(s') - Phi(s)``,
-    ``Phi = c * programs owned`` (0 after a terminal step), as the reward component
+    ``Phi = c * programs owned`` (of ``program_potential_pool``'s names only, if given; 0
+    after a terminal step), as the reward component
     ``program_shaping`` (a training option, off by default; ``training.program_shaping``);
     slot capacities.
     """
@@ -65,7 +75,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     version = ENV_VERSION
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
                         "start_programs", "start_programs_share", "start_programs_pool",
-                        "program_potential")
+                        "program_potential", "program_potential_pool")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -73,7 +83,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def __init__(self, *, reward_shaping: str = "swift", close_undo_exploit: bool = False,
                  undo_pays_once: bool = False, start_programs: int = 0,
                  start_programs_share: float = 0.5, start_programs_pool: tuple[str, ...] = (),
-                 program_potential: float = 0.0, max_enemies: int = MAX_ENEMIES,
+                 program_potential: float = 0.0, program_potential_pool: tuple[str, ...] = (),
+                 max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
@@ -83,10 +94,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         if not 0 <= start_programs <= N_PROGRAMS or not 0.0 <= start_programs_share <= 1.0:
             raise ValueError(f"start_programs must be in 0..{N_PROGRAMS} and "
                              "start_programs_share in [0, 1]")
-        unknown = [name for name in start_programs_pool if name not in PROGRAM_NAMES]
-        if unknown or len(set(start_programs_pool)) != len(start_programs_pool):
-            raise ValueError(f"start_programs_pool must name distinct programs of "
-                             f"{', '.join(PROGRAM_NAMES)}; got {', '.join(start_programs_pool)}")
+        _program_indices(start_programs_pool, "start_programs_pool")
+        _program_indices(program_potential_pool, "program_potential_pool")
         if start_programs_pool and start_programs > len(start_programs_pool):
             raise ValueError(f"start_programs ({start_programs}) is more than the "
                              f"{len(start_programs_pool)} programs of start_programs_pool")
@@ -99,6 +108,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.start_programs_share = start_programs_share
         self.start_programs_pool = tuple(start_programs_pool)
         self.program_potential = float(program_potential)
+        self.program_potential_pool = tuple(program_potential_pool)
         # info["reward_breakdown"] keys, in summing order.
         self.reward_components = REWARD_COMPONENTS + (
             (training.PROGRAM_SHAPING,) if self.program_potential else ())
@@ -110,7 +120,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
                 self.start_programs, self.start_programs_share, self.start_programs_pool,
-                self.program_potential,
+                self.program_potential, self.program_potential_pool,
                 self.max_enemies,
                 self.max_transmissions, self.history_size)
 
@@ -142,9 +152,16 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         """A new game's state under the start-programs option (static: nothing without it)."""
         if self.start_programs == 0:
             return state
-        pool = tuple(PROGRAM_NAMES.index(name) for name in self.start_programs_pool)
-        return training.start_with_programs(state, key, self.start_programs,
-                                            self.start_programs_share, pool)
+        return training.start_with_programs(
+            state, key, self.start_programs, self.start_programs_share,
+            _program_indices(self.start_programs_pool, "start_programs_pool"))
+
+    def _potential_programs(self, owned):
+        """How many of the programs the potential counts are owned (all, or its pool's)."""
+        if self.program_potential_pool:
+            owned = owned[..., jnp.asarray(
+                _program_indices(self.program_potential_pool, "program_potential_pool"))]
+        return jnp.sum(owned, axis=-1)
 
     def fresh_ledger(self):
         """A new episode's reward ledger (``undo_pays_once``), else None."""
@@ -255,8 +272,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             # After the ledger: a potential's difference is not a gain UNDO could farm (it
             # restores the programs owned, and with them the potential).
             paid[training.PROGRAM_SHAPING] = training.program_shaping(
-                jnp.sum(before.owned, axis=-1), programs_owned, _terminal(inputs, events),
-                self.program_potential, params.shaping_gamma)
+                self._potential_programs(before.owned), self._potential_programs(state.owned),
+                _terminal(inputs, events), self.program_potential, params.shaping_gamma)
             reward = reward + paid[training.PROGRAM_SHAPING]
         info = {
             "reward_breakdown": paid,

@@ -52,6 +52,7 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
     "start_programs", "start_programs_share", "start_programs_pool", "program_potential",
+    "program_potential_pool",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
@@ -97,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "gamma*phi(s') - phi(s), phi = C per program (0 after a death or a "
                           "win), so acquiring one pays C at once and a game nets about 0; "
                           "0 = off")
+    env.add_argument("--program-potential-pool", type=name_list, metavar="NAMES",
+                     help="(HackMatrix) the potential counts only these programs, "
+                          "comma-separated (e.g. reset; default: all 23)")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "
