@@ -281,8 +281,8 @@ def _config_of(values: dict, file_path: str) -> TrainConfig:
     except (ConfigError, TypeError) as error:
         raise CheckpointError(f"{file_path}: its config is not this code's: {error}") from None
     defaults = TrainConfig()
-    for name, value in config.to_dict().items():
-        default = getattr(defaults, name)
+    for name in config.to_dict():
+        value, default = getattr(config, name), getattr(defaults, name)
         expected = (int, type(None)) if name in OPTIONAL_INT_FIELDS else \
             (int, float) if isinstance(default, float) else (type(default),)
         if not isinstance(value, expected) or isinstance(value, bool) != isinstance(default,

@@ -209,7 +209,10 @@ class TrainConfig:
                             program_potential_pool=())
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        """The fields as JSON holds them (a tuple of names is a list), as a checkpoint's
+        metadata and the ledgers record them; ``from_dict`` reads them back."""
+        return {f.name: list(value) if isinstance(value := getattr(self, f.name), tuple)
+                else value for f in dataclasses.fields(self)}
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
