@@ -236,15 +236,16 @@ DISTILL_LEAVES = ("game", "value")
 OPTIONAL_INT_FIELDS = frozenset(name for name, hint in typing.get_type_hints(TrainConfig).items()
                                 if hint == Optional[int])
 
-# Fields introduced after checkpoints existed, with the value that reproduces the older runs.
+# Fields introduced after checkpoints existed, with the value that reproduces the older runs,
+# as a checkpoint's JSON config holds it (``from_dict`` reads a list of names as a tuple).
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
                       "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
                       "curriculum_share": 0.0, "curriculum_slots": 64,
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "start_programs": 0,
-                      "start_programs_share": 0.5, "start_programs_pool": (),
-                      "program_potential": 0.0, "program_potential_pool": (),
+                      "start_programs_share": 0.5, "start_programs_pool": [],
+                      "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "lr_floor": 0.0}
 
 
