@@ -94,8 +94,10 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         if not 0 <= start_programs <= N_PROGRAMS or not 0.0 <= start_programs_share <= 1.0:
             raise ValueError(f"start_programs must be in 0..{N_PROGRAMS} and "
                              "start_programs_share in [0, 1]")
-        _program_indices(start_programs_pool, "start_programs_pool")
-        _program_indices(program_potential_pool, "program_potential_pool")
+        # Indices, once: the names stay the option's value (hash, equality).
+        self._start_pool_indices = _program_indices(start_programs_pool, "start_programs_pool")
+        self._potential_pool_indices = _program_indices(program_potential_pool,
+                                                        "program_potential_pool")
         if start_programs_pool and start_programs > len(start_programs_pool):
             raise ValueError(f"start_programs ({start_programs}) is more than the "
                              f"{len(start_programs_pool)} programs of start_programs_pool")
@@ -154,13 +156,12 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             return state
         return training.start_with_programs(
             state, key, self.start_programs, self.start_programs_share,
-            _program_indices(self.start_programs_pool, "start_programs_pool"))
+            self._start_pool_indices)
 
     def _potential_programs(self, owned):
         """How many of the programs the potential counts are owned (all, or its pool's)."""
-        if self.program_potential_pool:
-            owned = owned[..., jnp.asarray(
-                _program_indices(self.program_potential_pool, "program_potential_pool"))]
+        if self._potential_pool_indices:
+            owned = owned[..., jnp.asarray(self._potential_pool_indices)]
         return jnp.sum(owned, axis=-1)
 
     def fresh_ledger(self):
