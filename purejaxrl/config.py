@@ -90,6 +90,11 @@ class TrainConfig:
     program_potential: float = struct.field(pytree_node=False, default=0.0)
     # The programs that potential counts (names the env knows; empty: all of them).
     program_potential_pool: tuple = struct.field(pytree_node=False, default=())
+    # Program-block curriculum (HackMatrix ``program_block_pool``): a share of generated stage
+    # boards has the block nearest the player hold one of these programs (names the env
+    # knows; empty: off), so that acquiring a program is met often.
+    program_block_pool: tuple = struct.field(pytree_node=False, default=())
+    program_block_share: float = struct.field(pytree_node=False, default=0.5)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -203,10 +208,10 @@ class TrainConfig:
 
     def for_play(self) -> "TrainConfig":
         """This config as a trained policy plays it: the game's own start and the game's own
-        reward (the start-programs curriculum and the program shaping are training only, so
-        evaluation's returns compare with every other policy's)."""
+        reward (the start-programs and program-block curricula and the program shaping are
+        training only, so evaluation's returns compare with every other policy's)."""
         return self.replace(start_programs=0, start_programs_pool=(), program_potential=0.0,
-                            program_potential_pool=())
+                            program_potential_pool=(), program_block_pool=())
 
     def to_dict(self) -> dict:
         """The fields as JSON holds them (a tuple of names is a list), as a checkpoint's
@@ -224,7 +229,7 @@ class TrainConfig:
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
         values = {**FIELDS_ADDED_LATER, **values}
-        for name in ("start_programs_pool", "program_potential_pool"):  # JSON: lists
+        for name in NAME_LIST_FIELDS:  # JSON: lists
             values[name] = tuple(values[name])
         return cls(**values)
 
@@ -246,7 +251,10 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_leaf": "game", "start_programs": 0,
                       "start_programs_share": 0.5, "start_programs_pool": [],
                       "program_potential": 0.0, "program_potential_pool": [],
-                      "group_entropy_coef": 0.0, "lr_floor": 0.0}
+                      "group_entropy_coef": 0.0, "lr_floor": 0.0,
+                      "program_block_pool": [], "program_block_share": 0.5}
+# Fields that hold a tuple of names (a list in JSON).
+NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool")
 
 
 @dataclasses.dataclass
@@ -420,15 +428,18 @@ def validate_config(config: TrainConfig) -> None:
     need(isinstance(config.start_programs, int) and config.start_programs >= 0,
          f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
     for flag, pool in (("--start-programs-pool", config.start_programs_pool),
-                       ("--program-potential-pool", config.program_potential_pool)):
+                       ("--program-potential-pool", config.program_potential_pool),
+                       ("--program-block-pool", config.program_block_pool)):
         need(isinstance(pool, tuple) and all(isinstance(name, str) for name in pool),
              f"{flag} must be program names, got {pool!r}")
     need(not config.program_potential_pool or config.program_potential > 0,
          "--program-potential-pool needs --program-potential C > 0 (the potential per program)")
     need(not config.start_programs_pool or config.start_programs > 0,
          "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
-    need(0.0 <= config.start_programs_share <= 1.0,
-         f"--start-programs-share must be in [0, 1], got {config.start_programs_share}")
+    for flag, share in (("--start-programs-share", config.start_programs_share),
+                        ("--program-block-share", config.program_block_share)):
+        need(isinstance(share, (int, float)) and 0.0 <= share <= 1.0,
+             f"{flag} must be in [0, 1], got {share!r}")
     need(isinstance(config.program_potential, (int, float)) and config.program_potential >= 0,
          f"--program-potential must be >= 0, got {config.program_potential!r}")
     need(config.distill_coef >= 0, f"--distill-coef must be >= 0, got {config.distill_coef}")

@@ -67,6 +67,9 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     ``Phi = c * programs owned`` (of ``program_potential_pool``'s names only, if given; 0
     after a terminal step), as the reward component
     ``program_shaping`` (a training option, off by default; ``training.program_shaping``);
+    ``program_block_pool`` (program names; empty: off, the default) makes a share
+    ``program_block_share`` of generated stage boards hold a visible block of one of its
+    programs as the block nearest the player (a curriculum; ``training.plant_program_block``);
     slot capacities.
     """
 
@@ -75,7 +78,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     version = ENV_VERSION
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
                         "start_programs", "start_programs_share", "start_programs_pool",
-                        "program_potential", "program_potential_pool")
+                        "program_potential", "program_potential_pool", "program_block_pool",
+                        "program_block_share")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -84,6 +88,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  undo_pays_once: bool = False, start_programs: int = 0,
                  start_programs_share: float = 0.5, start_programs_pool: tuple[str, ...] = (),
                  program_potential: float = 0.0, program_potential_pool: tuple[str, ...] = (),
+                 program_block_pool: tuple[str, ...] = (), program_block_share: float = 0.5,
                  max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
@@ -98,6 +103,9 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self._start_pool_indices = _program_indices(start_programs_pool, "start_programs_pool")
         self._potential_pool_indices = _program_indices(program_potential_pool,
                                                         "program_potential_pool")
+        self._block_pool_indices = _program_indices(program_block_pool, "program_block_pool")
+        if not 0.0 <= program_block_share <= 1.0:
+            raise ValueError(f"program_block_share must be in [0, 1], got {program_block_share}")
         if start_programs_pool and start_programs > len(start_programs_pool):
             raise ValueError(f"start_programs ({start_programs}) is more than the "
                              f"{len(start_programs_pool)} programs of start_programs_pool")
@@ -111,6 +119,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.start_programs_pool = tuple(start_programs_pool)
         self.program_potential = float(program_potential)
         self.program_potential_pool = tuple(program_potential_pool)
+        self.program_block_pool = tuple(program_block_pool)
+        self.program_block_share = float(program_block_share)
         # info["reward_breakdown"] keys, in summing order.
         self.reward_components = REWARD_COMPONENTS + (
             (training.PROGRAM_SHAPING,) if self.program_potential else ())
@@ -123,7 +133,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
                 self.start_programs, self.start_programs_share, self.start_programs_pool,
                 self.program_potential, self.program_potential_pool,
-                self.max_enemies,
+                self.program_block_pool, self.program_block_share, self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -145,10 +155,20 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return N_ACTIONS
 
     def new_game(self, key) -> EnvState:
-        state = generation.new_game(key, max_enemies=self.max_enemies,
-                                    max_transmissions=self.max_transmissions,
-                                    history_size=self.history_size)
+        state, k_stage = generation.new_game_before_stage(
+            key, max_enemies=self.max_enemies, max_transmissions=self.max_transmissions,
+            history_size=self.history_size)
+        state = self._generate_stage(state, k_stage)
         return self._with_start_programs(state, key).replace(ledger=self.fresh_ledger())
+
+    def _generate_stage(self, state: EnvState, key) -> EnvState:
+        """A stage's board (``generation.generate_stage``), under the program-block option
+        where it is on (static: nothing more without it)."""
+        board = generation.generate_stage(state, key)
+        if not self.program_block_pool:
+            return board
+        return training.plant_program_block(board, key, self.program_block_share,
+                                            self._block_pool_indices)
 
     def _with_start_programs(self, state: EnvState, key) -> EnvState:
         """A new game's state under the start-programs option (static: nothing without it)."""
@@ -189,8 +209,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             phase, last, _ = loop  # phase 0: the stage advance, 1: the new game
             new_game = phase == 1
             source = tree_where(new_game, fresh, last)
-            board = generation.generate_stage(source.replace(history=None),
-                                              jnp.where(new_game, k_fresh, k_stage))
+            board = self._generate_stage(source.replace(history=None),
+                                         jnp.where(new_game, k_fresh, k_stage))
             board = board.replace(history=source.history)
             return phase + 1, tree_where(new_game, last, board), board
 

@@ -11,7 +11,9 @@ import numpy as np
 
 from envs.contract import BoardView, Metric
 
-from .core.constants import ACTION_SIPHON, GRID, N_ACTIONS, PROGRAM_ACTION_OFFSET
+from .core.constants import (ACTION_SIPHON, BLOCK, GRID, N_ACTIONS, N_CELLS,
+                             PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST)
+from .core.sparse import tree_where
 from .observation import Observation
 
 # The kinds of action (the group-entropy bonus, ``--group-entropy-coef``): the four directions
@@ -85,6 +87,49 @@ def start_with_programs(state, key: jax.Array, count: int, share: float,
         jnp.arange(count, dtype=state.program_rank.dtype))
     granted = jax.random.uniform(k_share) < share
     return state.replace(program_rank=jnp.where(granted, rank, state.program_rank))
+
+
+# Folded into a stage's generation key for the program-block draw, so that the rest of the
+# board is that of the game without the option.
+PROGRAM_BLOCK_KEY_TAG = 0x9B10
+
+
+def plant_program_block(state, key: jax.Array, share: float, pool: tuple[int, ...]):
+    """The program-block curriculum (a training option): with probability ``share`` a newly
+    generated stage board's unsiphoned block nearest the player (Manhattan distance, ties
+    uniform) is a visible block of a program drawn uniformly from ``pool`` (program indices,
+    not empty), its transmission spawn that program's (game-rules §1.3). Where another block of
+    the stage already holds that program, the two blocks swap contents, so the programs of a
+    stage stay distinct (game-rules §3.4 step 2.3). The layout, the resources and everything
+    else are the board's own; a board without blocks is unchanged. The game places programs
+    on 17% of boards' blocks at random (SPEC §4.4); this makes the rare acquisition an agent
+    must learn (siphoning one) common and near, without granting the program."""
+    key = jax.random.fold_in(key, PROGRAM_BLOCK_KEY_TAG)
+    k_share, k_pick, k_tie = jax.random.split(key, 3)
+    grid = state.grid
+    cells = jnp.arange(N_CELLS)
+    distance = (jnp.abs(cells // GRID - state.player.row)
+                + jnp.abs(cells % GRID - state.player.col)).astype(jnp.float32)
+    candidate = (grid.content == BLOCK) & ~grid.siphoned
+    target = jnp.argmin(jnp.where(candidate, distance + jax.random.uniform(k_tie, (N_CELLS,)),
+                                  jnp.inf))
+    program = jnp.asarray(pool, jnp.int32)[jax.random.randint(k_pick, (), 0, len(pool))]
+    holder = grid.program == program
+    holder_cell = jnp.argmax(holder)
+
+    def swapped(field):
+        return field.at[holder_cell].set(field[target]).at[target].set(field[holder_cell])
+
+    written = grid.replace(points=grid.points.at[target].set(0),
+                           program=grid.program.at[target].set(program),
+                           spawn=grid.spawn.at[target].set(
+                               jnp.asarray(PROGRAM_SPAWN_COST)[program]))
+    exchanged = grid.replace(points=swapped(grid.points), program=swapped(grid.program),
+                             spawn=swapped(grid.spawn), question=swapped(grid.question))
+    planted = tree_where(jnp.any(holder), exchanged, written)
+    planted = planted.replace(question=planted.question.at[target].set(False))
+    chosen = (jax.random.uniform(k_share) < share) & jnp.any(candidate)
+    return state.replace(grid=tree_where(chosen, planted, grid))
 
 
 PROGRAM_SHAPING = "program_shaping"  # the reward component of the program_potential option

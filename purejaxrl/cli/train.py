@@ -52,7 +52,7 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
     "start_programs", "start_programs_share", "start_programs_pool", "program_potential",
-    "program_potential_pool",
+    "program_potential_pool", "program_block_pool", "program_block_share",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
@@ -101,6 +101,13 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--program-potential-pool", type=name_list, metavar="NAMES",
                      help="(HackMatrix) the potential counts only these programs, "
                           "comma-separated (e.g. reset; default: all 23)")
+    env.add_argument("--program-block-pool", type=name_list, metavar="NAMES",
+                     help="(HackMatrix) a curriculum: a share of generated stage boards has "
+                          "the block nearest the player hold one of these programs, visible, "
+                          "comma-separated (e.g. reset); the player must still siphon it; "
+                          "evaluation plays the game's own boards (default: off)")
+    env.add_argument("--program-block-share", type=float, metavar="P",
+                     help="the share of stage boards that --program-block-pool plants on")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "
