@@ -40,12 +40,12 @@ from envs.hackmatrix.env import HackMatrix  # noqa: E402
 from envs.hackmatrix.observation import build_observation  # noqa: E402
 from purejaxrl import ppo  # noqa: E402
 from purejaxrl.cli.parsing import ArgumentParser  # noqa: E402
+from purejaxrl.learning_benchmark import EVALUATION_KEY  # noqa: E402
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 from purejaxrl.networks import (apply_step, greedy_masked, is_recurrent,  # noqa: E402
                                 masked_log_probs)
 from purejaxrl.policy import PolicyError, load_policy  # noqa: E402
 
-EVAL_SEED = 20261123  # the learning benchmark's held-out boards
 
 
 def build_parser() -> ArgumentParser:
@@ -55,8 +55,9 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--program", default="reset", choices=PROGRAM_NAMES,
                         help="the program to probe (default reset)")
     parser.add_argument("--episodes", type=int, default=512, help="boards (default 512)")
-    parser.add_argument("--seed", type=int, default=EVAL_SEED,
-                        help=f"board seed (default {EVAL_SEED}, the benchmark's boards)")
+    parser.add_argument("--seed", type=int, default=EVALUATION_KEY,
+                        help=f"board seed (default {EVALUATION_KEY}: the learning benchmark's "
+                             "and evaluate.py's boards for that seed)")
     parser.add_argument("--planted-share", type=float, default=0.0, metavar="P",
                         help="plant a block of the program nearest the player on this share "
                              "of stage boards (the curriculum's boards; default 0: the game's)")
@@ -137,14 +138,17 @@ def probe(policy, program: int, episodes: int, seed: int, planted_share: float,
         return turn
 
     def play(force: bool):
-        obs, state = jax.vmap(env.reset_env, (0, None))(
-            jax.random.split(jax.random.PRNGKey(seed), n), env_params)
+        # The boards of evaluation.play_episodes for this key (its reset half); the step
+        # randomness (spawns) is the probe's own.
+        reset_key, step_key = jax.random.split(jax.random.PRNGKey(seed))
+        obs, state = jax.vmap(env.reset_env, (0, None))(jax.random.split(reset_key, n),
+                                                        env_params)
         hidden = network.initial_hidden(n) if is_recurrent(network) else None
         carry = (obs, state, hidden, ~never_started, ~never_started, never_started,
                  state.stage, never_started)
         turn, records = make_turn(force), []
         for t in range(max_steps):
-            carry, record = turn(carry, jax.random.fold_in(jax.random.PRNGKey(seed + 1), t))
+            carry, record = turn(carry, jax.random.fold_in(step_key, t))
             if record is not None:
                 records.append(jax.device_get(record))
             if not bool(carry[3].any()):
