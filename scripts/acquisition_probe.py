@@ -100,12 +100,14 @@ def probe(policy, program: int, episodes: int, seed: int, planted_share: float,
     step = jax.vmap(env.step_env, (0, 0, 0, None))
     never_started = jnp.zeros(n, jnp.bool_)
 
-    def lookahead(keys, state, hidden_after, action):
-        obs, after, reward, done, info = step(keys, state, action, env_params)
+    def worth(outcome, hidden_after):
+        """One step's worth in the critic's units: its training reward, scaled, plus gamma
+        times the critic's value after it (0 after a terminal step)."""
+        obs, _, reward, done, info = outcome
         earned = trainer_env.training_reward(config.training_reward, reward,
                                              info["reward_breakdown"]) * scale
         _, _, value = apply_step(network, params, hidden_after, obs, never_started)
-        return earned + config.gamma * jnp.where(done, 0.0, value), (obs, after, done, info)
+        return earned + config.gamma * jnp.where(done, 0.0, value)
 
     def make_turn(force: bool):
         @jax.jit
@@ -117,14 +119,15 @@ def probe(policy, program: int, episodes: int, seed: int, planted_share: float,
                 & obs.action_mask[:, ACTION_SIPHON]
             action = jnp.where(can, ACTION_SIPHON, greedy) if force else greedy
             keys = jax.random.split(key, n)
-            q_move, (next_obs, after, done, info) = lookahead(keys, state, hidden_after,
-                                                              action)
+            outcome = step(keys, state, action, env_params)
+            next_obs, after, _, done, info = outcome
             record = None
             if not force:
                 owned_obs = jax.vmap(lambda s: build_observation(owning(s, program)))(state)
                 _, _, value_owned = apply_step(network, params, hidden, owned_obs, start)
-                q_siphon, _ = lookahead(keys, state, hidden_after,
-                                        jnp.full(n, ACTION_SIPHON))
+                q_move = worth(outcome, hidden_after)
+                q_siphon = worth(step(keys, state, jnp.full(n, ACTION_SIPHON), env_params),
+                                 hidden_after)
                 siphon_p = jnp.exp(masked_log_probs(logits, obs.action_mask)[:, ACTION_SIPHON])
                 record = dict(live=alive, owned=state.owned[:, program], stage=state.stage,
                               value=value, value_owned=value_owned, can=can & alive,
