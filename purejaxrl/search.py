@@ -98,18 +98,30 @@ def critic_objective(env, network, params, training_reward: str,
 
 
 def network_node(network, params, *, use_prior: bool = True,
-                 leaf_value: Optional[Callable] = None) -> Callable:
+                 leaf_value: Optional[Callable] = None,
+                 value_bonus: Optional[Callable] = None) -> Callable:
     """``node_fn`` of ``make_recurrent_search_teacher`` for a recurrent actor-critic: the memory
     is its hidden state, stepped on the node's observation; the prior its logits (uniform
-    where not ``use_prior``); the value its critic's, or ``leaf_value(key, obs, state)``."""
+    where not ``use_prior``); the value its critic's, or ``leaf_value(key, obs, state)``, plus
+    ``value_bonus(state)`` where given."""
     def node(hidden, key, obs, state):
         one = jax.tree.map(lambda x: x[None], obs)
         hidden, logits, value = step_recurrent(network, params, hidden[None], one,
                                                jnp.zeros(1, jnp.bool_))
         logits = logits[0] if use_prior else jnp.zeros_like(logits[0])
         value = value[0] if leaf_value is None else leaf_value(key, obs, state)
+        if value_bonus is not None:
+            value = value + value_bonus(state)
         return hidden[0], logits, value
     return node
+
+
+def with_value_bonus(leaf_value: Callable, value_bonus: Callable) -> Callable:
+    """``leaf_value(key, obs, state) + value_bonus(state)``: a game's hand-set leaf term (for
+    HackMatrix, ``search_hooks.program_bonus``) on top of any leaf value."""
+    def value(key, obs, state):
+        return leaf_value(key, obs, state) + value_bonus(state)
+    return value
 
 
 def zero_value(key, obs, state) -> jax.Array:

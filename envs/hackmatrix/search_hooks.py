@@ -15,6 +15,9 @@ search steps, the objective it maximises, its leaf values, and the actions it ma
   ``HP_WEIGHT`` per missing HP point.
   ``rollout_value``: the scripted heuristic (``baselines``) played for a few steps in the model,
   its points plus ``exit_value`` where it stops (0 if it died).
+* **Program bonus.** ``program_bonus``: a hand-set worth of owning programs, added to any
+  leaf value, so that a search acquires a program its leaf undervalues (SPEC §4.5). A
+  heuristic evaluation term, labelled as such in every row that uses it.
 """
 
 import jax
@@ -24,7 +27,7 @@ import numpy as np
 from . import baselines, determinize
 from .core import bitboard
 from .core.constants import (ACTION_SIPHON, BLOCK, N_ACTIONS, N_CELLS, PROGRAM_ACTION_OFFSET,
-                             UNDO)
+                             PROGRAM_NAMES, UNDO)
 from .core.entities import cell_index
 from .core.rewards import bfs_distance
 from .core.sparse import tree_where
@@ -110,6 +113,25 @@ def rollout_value(model_env: HackMatrix, model_params, gamma: float, steps: int)
         last, _, total, discount, _ = jax.lax.fori_loop(
             0, steps, step, (state, obs, jnp.float32(0.0), jnp.float32(1.0), jnp.bool_(False)))
         return total + discount * tail(None, None, last)
+    return value
+
+
+def program_bonus(bonuses: dict):
+    """Leaf term: the sum of ``bonuses[name]`` over the programs the state owns (names of
+    ``constants.PROGRAM_NAMES``; an unknown name is a ValueError). Added to every leaf below an
+    acquisition, it makes the acquiring branch worth that much more at the root; once the
+    program is owned it is the same at every leaf and changes no choice."""
+    unknown = sorted(set(bonuses) - set(PROGRAM_NAMES))
+    if unknown:
+        raise ValueError(f"unknown programs {', '.join(unknown)}; the programs are "
+                         f"{', '.join(PROGRAM_NAMES)}")
+    weights = np.zeros(len(PROGRAM_NAMES), np.float32)
+    for name, bonus in bonuses.items():
+        weights[PROGRAM_NAMES.index(name)] = bonus
+    weights = jnp.asarray(weights)
+
+    def value(state):
+        return jnp.sum(jnp.where(state.owned, weights, 0.0))
     return value
 
 

@@ -162,6 +162,10 @@ def main(argv=None) -> int:
         print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
               "has none", file=sys.stderr)
         return 2
+    search_error = args.search_simulations and evaluate_search.env_error(args, env)
+    if search_error:
+        print(f"error: {search_error}", file=sys.stderr)
+        return 2
 
     policies = {}
     if params is not None:

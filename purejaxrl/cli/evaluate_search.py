@@ -10,6 +10,21 @@ import argparse
 import sys
 import time
 
+from purejaxrl.cli.parsing import finite_float
+
+
+def bonus_pair(text: str) -> tuple:
+    """``NAME=B`` for argparse -> (NAME, B) with B a float."""
+    name, sep, bonus = text.partition("=")
+    try:
+        if not (sep and name.strip()):
+            raise argparse.ArgumentTypeError("no name")
+        return name.strip(), finite_float(bonus)
+    except argparse.ArgumentTypeError:
+        raise argparse.ArgumentTypeError(
+            f"expected NAME=VALUE with a finite number (such as reset=0.5), got {text!r}"
+        ) from None
+
 
 # The game's leaf values (the env's search hooks), and the checkpoint's critic.
 LEAVES = ("exit", "rollout", "zero", "value")
@@ -37,6 +52,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "checkpoint's critic, the search then maximising the network's own "
                         "training return (its training reward and gamma; rows "
                         "search-N-...-value)")
+    search.add_argument("--search-program-bonus", type=bonus_pair, nargs="+",
+                        metavar="NAME=B", help="add B to every leaf value where the program "
+                        "NAME is owned, in the leaf's units (critic units with --search-leaf "
+                        "value, stage points otherwise): a hand-set worth of owning it, so "
+                        "that the search acquires it (rows search-N-...-bonus; envs whose "
+                        "search hooks have program_bonus)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
@@ -55,12 +76,33 @@ def arguments_error(args) -> str | None:
         return "--search-prior checkpoint needs --checkpoint"
     if args.search_leaf == VALUE_LEAF and not args.checkpoint:
         return "--search-leaf value needs --checkpoint (its critic is the leaf value)"
+    if args.search_program_bonus and not args.search_simulations:
+        return "--search-program-bonus needs --search-simulations"
+    names = [name for name, _ in args.search_program_bonus or []]
+    if len(set(names)) != len(names):
+        return f"--search-program-bonus names a program twice: {', '.join(names)}"
     return None
 
 
-def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit") -> str:
+def env_error(args, env) -> str | None:
+    """The first search option ``env`` cannot serve (checked once the env is built, before
+    any play); None if all are fine."""
+    if not args.search_program_bonus:
+        return None
+    if not hasattr(env.search_hooks, "program_bonus"):
+        return "--search-program-bonus needs an env whose search hooks have program_bonus"
+    try:
+        env.search_hooks.program_bonus(dict(args.search_program_bonus))
+    except ValueError as error:
+        return f"--search-program-bonus: {error}"
+    return None
+
+
+def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
+             bonus: bool = False) -> str:
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
-            + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}"))
+            + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
+            + ("-bonus" if bonus else ""))
 
 
 def search_rows(args, env, env_params, network, params, key, max_steps: int,
@@ -74,7 +116,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     from purejaxrl.networks import is_recurrent
     from purejaxrl.search import (SearchSettings, critic_objective, make_search_policy,
                                   network_node, network_prior, play_boards,
-                                  stage_reached_shares, uniform_prior)
+                                  stage_reached_shares, uniform_prior, with_value_bonus)
     search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
     value_leaf = args.search_leaf == VALUE_LEAF
     # The game's hooks (model, worlds, allowed actions); the value leaf replaces its objective.
@@ -82,6 +124,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     gamma = critic["gamma"] if value_leaf else search_hooks.DEFAULT_GAMMA
     objective = (critic_objective(env, network, params, critic["training_reward"],
                                   critic["reward_scale"]) if value_leaf else {})
+    bonuses = dict(args.search_program_bonus or [])
+    bonus = search_hooks.program_bonus(bonuses) if bonuses else None
 
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
     priors = ("uniform", "checkpoint") if prior_choice == "both" else (prior_choice,)
@@ -102,17 +146,20 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     # The network's hidden state travels down every path of the tree.
                     hooks["node_fn"] = network_node(
                         network, params, use_prior=prior == "checkpoint",
-                        leaf_value=None if value_leaf else hooks["leaf_value"])
+                        leaf_value=None if value_leaf else hooks["leaf_value"],
+                        value_bonus=bonus)
                     hooks["initial_memory"] = network.initial_hidden(1)[0]
                     del hooks["leaf_value"]
                 else:
+                    if bonus is not None:
+                        hooks["leaf_value"] = with_value_bonus(hooks["leaf_value"], bonus)
                     hooks["prior_fn"] = (uniform_prior if prior == "uniform"
                                          else network_prior(network, params))
                 policy = make_search_policy(settings=settings, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
-                name = row_name(simulations, prior, fair, args.search_leaf)
+                name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses))
                 start = time.perf_counter()
                 compiled = play.lower(key).compile()
                 compile_s = time.perf_counter() - start
@@ -128,7 +175,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),
-                    compile_s=compile_s, boards_in_flight=args.search_boards_in_flight)
+                    compile_s=compile_s, boards_in_flight=args.search_boards_in_flight,
+                    program_bonus=bonuses)
                 rows[name] = summary
                 print(f"{name}: stage {summary['stage_mean']:.3f}, win rate "
                       f"{summary['win_rate']:.3f} ({compile_s:.0f} s compile, {wall_s:.0f} s)",

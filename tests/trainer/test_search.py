@@ -374,6 +374,39 @@ def test_value_leaf_searches_the_networks_own_return():
         assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, value
 
 
+def test_a_leaf_bonus_makes_the_search_take_the_branch_it_pays_for():
+    """``with_value_bonus``: a bonus on a state is added to every leaf value there. With V = 0.2
+    at position 2 the search takes the gain (0.5 against 0.99 x 0.2); a bonus of 0.6 on
+    position 2 makes that branch worth 0.99 x 0.8 > 0.5, and the search moves there. A bonus
+    on position 1 instead leaves the move at the gain."""
+    fork = Fork()
+    env = TrainerEnv(fork, None)
+    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
+    obs, state = fork.reset(None, None)
+    critic = TableCritic([0.0, 0.0, 0.2])
+    objective = search.critic_objective(env, critic, None, "gain", reward_scale=0.5)
+    for rewarded, expected in ((2, 1), (1, 0)):
+        hooks = dict(objective, leaf_value=search.with_value_bonus(
+            objective["leaf_value"], lambda s, rewarded=rewarded: jnp.where(s == rewarded,
+                                                                            0.6, 0.0)))
+        act = search.make_search_policy(fork, None, settings,
+                                        prior_fn=search.network_prior(critic, None), **hooks)
+        assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, rewarded
+
+
+def test_program_bonus_is_the_sum_over_the_programs_owned():
+    """``search_hooks.program_bonus``: the bonuses of the owned programs add up; programs not
+    named, or named but not owned, add nothing; an unknown name is refused at once."""
+    bonus = search_hooks.program_bonus({"reset": 0.5, "siph+": 0.25, "warp": 2.0})
+    player = {"row": 0, "col": 0}
+    owning = set_state({"player": player, "ownedPrograms": [
+        _program("reset"), _program("siph+"), _program("crash")]})
+    assert float(bonus(owning)) == pytest.approx(0.75)
+    assert float(bonus(set_state({"player": player}))) == 0.0
+    with pytest.raises(ValueError, match="unknown programs resett"):
+        search_hooks.program_bonus({"resett": 1.0})
+
+
 def test_a_recurrent_search_carries_the_memory_down_the_tree():
     """``make_recurrent_search_teacher``: the root is evaluated from the player's memory and
     each child from its parent's memory after the parent's observation. The node here counts
@@ -414,6 +447,10 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
     (["--search-simulations", "8", "--search-leaf", "value"],
      "--search-leaf value needs --checkpoint"),
     (["--policies", "none"], "--policies none leaves nothing to evaluate"),
+    (["--search-program-bonus", "reset=0.5"],
+     "--search-program-bonus needs --search-simulations"),
+    (["--search-simulations", "8", "--search-program-bonus", "reset=0.5", "reset=1"],
+     "--search-program-bonus names a program twice"),
 ])
 def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
                                                        monkeypatch):
@@ -424,3 +461,24 @@ def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsy
     assert evaluate_main(arguments) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {message}") and "\n" not in err
+
+
+@pytest.mark.parametrize("value", ["reset", "reset=high", "=0.5", "reset=nan"])
+def test_a_malformed_program_bonus_is_refused_by_the_parser(value, capsys):
+    """``--search-program-bonus`` takes NAME=number: anything else exits 2 with one line."""
+    with pytest.raises(SystemExit) as exit_info:
+        evaluate_main(["--search-simulations", "8", "--search-program-bonus", value])
+    assert exit_info.value.code == 2
+    assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_an_unknown_program_bonus_is_refused_before_any_play(capsys, monkeypatch):
+    """A program the env does not know is refused once the env is built, before any board is
+    played: exit 2, one line."""
+    def no_play(*args, **kwargs):
+        raise AssertionError("play started")
+    monkeypatch.setattr(search, "play_boards", no_play)
+    assert evaluate_main(["--policies", "none", "--search-simulations", "8",
+                          "--search-program-bonus", "resett=0.5"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: --search-program-bonus: unknown programs resett")
