@@ -71,11 +71,27 @@ def uniform_prior(obs) -> jax.Array:
     return jnp.zeros(obs.action_mask.shape[-1:], jnp.float32)
 
 
-def network_prior(network, params) -> Callable:
-    """Prior logits from an actor-critic ``network`` (``apply(params, obs) -> (logits, value)``)."""
+def mix_uniform(logits: jax.Array, mask: jax.Array, share: float) -> jax.Array:
+    """Logits of ``(1 - share) x softmax(logits) + share x uniform``, both over the legal
+    actions of ``mask`` (illegal ones get the lowest float). Why: Gumbel MuZero's root choice
+    adds the network's logits to at most about 5 (rescaled Q) at mctx's defaults, so an
+    action the network gives 1e-4 can never be chosen, whatever the search finds; a share
+    of uniform puts every legal action within ``log(n / share)`` of the top."""
+    if share == 0.0:
+        return logits
+    legal = mask.astype(bool)
+    probs = jax.nn.softmax(jnp.where(legal, logits, -jnp.inf))
+    uniform = legal / jnp.maximum(legal.sum(), 1)
+    mixed = (1.0 - share) * probs + share * uniform
+    return jnp.where(legal, jnp.log(mixed), jnp.finfo(jnp.float32).min)
+
+
+def network_prior(network, params, uniform_share: float = 0.0) -> Callable:
+    """Prior logits from an actor-critic ``network`` (``apply(params, obs) -> (logits, value)``),
+    mixed with ``uniform_share`` of uniform over the legal actions (``mix_uniform``)."""
     def prior(obs):
         logits, _ = network.apply(params, obs)
-        return logits
+        return mix_uniform(logits, obs.action_mask, uniform_share)
     return prior
 
 
@@ -97,18 +113,20 @@ def critic_objective(env, network, params, training_reward: str,
     return dict(reward_fn=reward_fn, leaf_value=leaf_value)
 
 
-def network_node(network, params, *, use_prior: bool = True,
+def network_node(network, params, *, use_prior: bool = True, uniform_share: float = 0.0,
                  leaf_value: Optional[Callable] = None,
                  value_bonus: Optional[Callable] = None) -> Callable:
     """``node_fn`` of ``make_recurrent_search_teacher`` for a recurrent actor-critic: the memory
     is its hidden state, stepped on the node's observation; the prior its logits (uniform
-    where not ``use_prior``); the value its critic's, or ``leaf_value(key, obs, state)``, plus
-    ``value_bonus(state)`` where given."""
+    where not ``use_prior``; mixed with ``uniform_share`` of uniform, ``mix_uniform``); the
+    value its critic's, or ``leaf_value(key, obs, state)``, plus ``value_bonus(state)`` where
+    given."""
     def node(hidden, key, obs, state):
         one = jax.tree.map(lambda x: x[None], obs)
         hidden, logits, value = step_recurrent(network, params, hidden[None], one,
                                                jnp.zeros(1, jnp.bool_))
-        logits = logits[0] if use_prior else jnp.zeros_like(logits[0])
+        logits = (mix_uniform(logits[0], obs.action_mask, uniform_share) if use_prior
+                  else jnp.zeros_like(logits[0]))
         value = value[0] if leaf_value is None else leaf_value(key, obs, state)
         if value_bonus is not None:
             value = value + value_bonus(state)

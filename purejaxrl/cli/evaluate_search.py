@@ -46,6 +46,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--search-prior", choices=("uniform", "checkpoint", "both"),
                         help="prior logits: uniform, or the checkpoint's policy (rows "
                         "search-N-ppo); default: checkpoint with --checkpoint, else uniform")
+    search.add_argument("--search-prior-mix", type=finite_float, default=0.0, metavar="P",
+                        help="mix a share P of uniform (over the legal actions) into the "
+                        "checkpoint's prior, so that actions the network almost never plays "
+                        "can still be chosen (rows search-N-ppo-mixP; default 0)")
     search.add_argument("--search-leaf", choices=LEAVES, default="exit",
                         help="leaf value: exit (gamma ** BFS distance to the exit, default), "
                         "rollout (the heuristic for 8 steps, then exit), zero; value: the "
@@ -76,6 +80,10 @@ def arguments_error(args) -> str | None:
         return "--search-prior checkpoint needs --checkpoint"
     if args.search_leaf == VALUE_LEAF and not args.checkpoint:
         return "--search-leaf value needs --checkpoint (its critic is the leaf value)"
+    if not 0.0 <= args.search_prior_mix <= 1.0:
+        return f"--search-prior-mix must be in [0, 1], got {args.search_prior_mix}"
+    if args.search_prior_mix and (args.search_prior == "uniform" or not args.checkpoint):
+        return "--search-prior-mix mixes uniform into the checkpoint's prior: it needs one"
     if args.search_program_bonus and not args.search_simulations:
         return "--search-program-bonus needs --search-simulations"
     names = [name for name, _ in args.search_program_bonus or []]
@@ -99,8 +107,9 @@ def env_error(args, env) -> str | None:
 
 
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
-             bonus: bool = False) -> str:
+             bonus: bool = False, mix: float = 0.0) -> str:
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
+            + (f"-mix{mix:g}" if prior == "checkpoint" and mix else "")
             + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
             + ("-bonus" if bonus else ""))
 
@@ -146,6 +155,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     # The network's hidden state travels down every path of the tree.
                     hooks["node_fn"] = network_node(
                         network, params, use_prior=prior == "checkpoint",
+                        uniform_share=args.search_prior_mix,
                         leaf_value=None if value_leaf else hooks["leaf_value"],
                         value_bonus=bonus)
                     hooks["initial_memory"] = network.initial_hidden(1)[0]
@@ -154,12 +164,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     if bonus is not None:
                         hooks["leaf_value"] = with_value_bonus(hooks["leaf_value"], bonus)
                     hooks["prior_fn"] = (uniform_prior if prior == "uniform"
-                                         else network_prior(network, params))
+                                         else network_prior(network, params,
+                                                            args.search_prior_mix))
                 policy = make_search_policy(settings=settings, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
-                name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses))
+                name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
+                                args.search_prior_mix)
                 start = time.perf_counter()
                 compiled = play.lower(key).compile()
                 compile_s = time.perf_counter() - start
@@ -172,6 +184,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 summary["search"] = dict(
                     simulations=simulations, worlds=worlds, information=information,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,
+                    prior_uniform_share=args.search_prior_mix if prior == "checkpoint" else 0.0,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),

@@ -394,6 +394,44 @@ def test_a_leaf_bonus_makes_the_search_take_the_branch_it_pays_for():
         assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, rewarded
 
 
+def test_mix_uniform_mixes_over_the_legal_actions_only():
+    """``mix_uniform``: share 0 is the logits as they are; share s gives (1 - s) x the
+    network's probabilities + s x uniform over the legal actions, and illegal actions keep
+    no probability."""
+    logits = jnp.array([2.0, 0.0, -3.0, 5.0])
+    mask = jnp.array([True, True, True, False])
+    assert search.mix_uniform(logits, mask, 0.0) is logits
+    probs = jax.nn.softmax(search.mix_uniform(logits, mask, 0.3))
+    legal = jax.nn.softmax(jnp.array([2.0, 0.0, -3.0]))
+    np.testing.assert_allclose(probs[:3], 0.7 * legal + 0.1, rtol=1e-5)
+    assert float(probs[3]) == 0.0
+
+
+class SharpCritic(TableCritic):
+    """A critic whose policy all but never plays action 1 (logits 0 and -12)."""
+
+    def apply(self, params, obs):
+        return jnp.array([0.0, -12.0]), self.values[obs.position]
+
+
+def test_a_uniform_share_in_the_prior_lets_the_search_choose_what_the_network_vetoes():
+    """Gumbel MuZero adds the prior's logits to the rescaled Q-values (at most about 5 at
+    mctx's defaults): with V(position 2) = 0.8 the search's values favour action 1 (0.99 x 0.8
+    against the gain of 0.5), but a prior 12 logits against it keeps the move at action 0.
+    Half uniform in the prior lets the values decide."""
+    fork = Fork()
+    env = TrainerEnv(fork, None)
+    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
+    obs, state = fork.reset(None, None)
+    critic = SharpCritic([0.0, 0.0, 0.8])
+    objective = search.critic_objective(env, critic, None, "gain", reward_scale=0.5)
+    for share, expected in ((0.0, 0), (0.5, 1)):
+        act = search.make_search_policy(
+            fork, None, settings, prior_fn=search.network_prior(critic, None, share),
+            **objective)
+        assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, share
+
+
 def test_program_bonus_is_the_sum_over_the_programs_owned():
     """``search_hooks.program_bonus``: the bonuses of the owned programs add up; programs not
     named, or named but not owned, add nothing; an unknown name is refused at once."""
@@ -451,6 +489,10 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--search-program-bonus needs --search-simulations"),
     (["--search-simulations", "8", "--search-program-bonus", "reset=0.5", "reset=1"],
      "--search-program-bonus names a program twice"),
+    (["--search-simulations", "8", "--search-prior-mix", "1.5"],
+     "--search-prior-mix must be in [0, 1], got 1.5"),
+    (["--search-simulations", "8", "--search-prior-mix", "0.25"],
+     "--search-prior-mix mixes uniform into the checkpoint's prior: it needs one"),
 ])
 def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
                                                        monkeypatch):
