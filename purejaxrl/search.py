@@ -71,27 +71,47 @@ def uniform_prior(obs) -> jax.Array:
     return jnp.zeros(obs.action_mask.shape[-1:], jnp.float32)
 
 
-def mix_uniform(logits: jax.Array, mask: jax.Array, share: float) -> jax.Array:
+def mix_uniform(logits: jax.Array, mask: jax.Array, share: float,
+                group_matrix: Optional[jax.Array] = None) -> jax.Array:
     """Logits of ``(1 - share) x softmax(logits) + share x uniform``, both over the legal
-    actions of ``mask`` (illegal ones get the lowest float). Why: Gumbel MuZero's root choice
-    adds the network's logits to at most about 5 (rescaled Q) at mctx's defaults, so an
-    action the network gives 1e-4 can never be chosen, whatever the search finds; a share
-    of uniform puts every legal action within ``log(n / share)`` of the top."""
+    actions of ``mask`` (illegal ones get the lowest float). With ``group_matrix`` (f32[A, G],
+    the env's action groups) the uniform part is over the groups that have a legal action,
+    and inside a group it follows the network: every group gets at least ``share / G``, and
+    the odds between two actions of one group stay the network's.
+
+    Why: Gumbel MuZero's root choice adds the network's logits to at most about 5 (rescaled
+    Q) at mctx's defaults, so an action the network gives 1e-4 can never be chosen, whatever
+    the search finds; a share of uniform puts every legal action (or every group) within
+    ``log(n / share)`` of the top."""
     if share == 0.0:
         return logits
     legal = mask.astype(bool)
     probs = jax.nn.softmax(jnp.where(legal, logits, -jnp.inf))
-    uniform = legal / jnp.maximum(legal.sum(), 1)
+    legal_f = legal.astype(jnp.float32)
+    if group_matrix is None:
+        uniform = legal_f / jnp.maximum(legal_f.sum(), 1.0)
+    else:
+        group_mass = probs @ group_matrix
+        group_legal = legal_f @ group_matrix
+        live_groups = jnp.maximum(jnp.sum(group_legal > 0), 1)
+        mass = group_matrix @ group_mass  # each action's group's mass
+        count = group_matrix @ group_legal
+        # Inside a group the network's odds; a group the network gives no mass at all, even.
+        within = jnp.where(mass > 0, probs / jnp.where(mass > 0, mass, 1.0),
+                           legal_f / jnp.maximum(count, 1.0))
+        uniform = jnp.where(legal, within / live_groups, 0.0)
     mixed = (1.0 - share) * probs + share * uniform
     return jnp.where(legal, jnp.log(mixed), jnp.finfo(jnp.float32).min)
 
 
-def network_prior(network, params, uniform_share: float = 0.0) -> Callable:
+def network_prior(network, params, uniform_share: float = 0.0,
+                  group_matrix: Optional[jax.Array] = None) -> Callable:
     """Prior logits from an actor-critic ``network`` (``apply(params, obs) -> (logits, value)``),
-    mixed with ``uniform_share`` of uniform over the legal actions (``mix_uniform``)."""
+    mixed with ``uniform_share`` of uniform over the legal actions, or over the action groups
+    of ``group_matrix`` (``mix_uniform``)."""
     def prior(obs):
         logits, _ = network.apply(params, obs)
-        return mix_uniform(logits, obs.action_mask, uniform_share)
+        return mix_uniform(logits, obs.action_mask, uniform_share, group_matrix)
     return prior
 
 
@@ -114,18 +134,21 @@ def critic_objective(env, network, params, training_reward: str,
 
 
 def network_node(network, params, *, use_prior: bool = True, uniform_share: float = 0.0,
+                 group_matrix: Optional[jax.Array] = None,
                  leaf_value: Optional[Callable] = None,
                  value_bonus: Optional[Callable] = None) -> Callable:
     """``node_fn`` of ``make_recurrent_search_teacher`` for a recurrent actor-critic: the memory
     is its hidden state, stepped on the node's observation; the prior its logits (uniform
-    where not ``use_prior``; mixed with ``uniform_share`` of uniform, ``mix_uniform``); the
+    where not ``use_prior``; mixed with ``uniform_share`` of uniform over the actions, or
+    over ``group_matrix``'s groups, ``mix_uniform``); the
     value its critic's, or ``leaf_value(key, obs, state)``, plus ``value_bonus(state)`` where
     given."""
     def node(hidden, key, obs, state):
         one = jax.tree.map(lambda x: x[None], obs)
         hidden, logits, value = step_recurrent(network, params, hidden[None], one,
                                                jnp.zeros(1, jnp.bool_))
-        logits = (mix_uniform(logits[0], obs.action_mask, uniform_share) if use_prior
+        logits = (mix_uniform(logits[0], obs.action_mask, uniform_share, group_matrix)
+                  if use_prior
                   else jnp.zeros_like(logits[0]))
         value = value[0] if leaf_value is None else leaf_value(key, obs, state)
         if value_bonus is not None:

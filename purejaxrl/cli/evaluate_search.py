@@ -50,6 +50,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="mix a share P of uniform (over the legal actions) into the "
                         "checkpoint's prior, so that actions the network almost never plays "
                         "can still be chosen (rows search-N-ppo-mixP; default 0)")
+    search.add_argument("--search-prior-mix-over", choices=("actions", "groups"),
+                        default="actions", help="the uniform of --search-prior-mix: over the "
+                        "legal actions (default), or over the env's action groups, the "
+                        "network's odds kept inside each group (rows search-N-ppo-gmixP; "
+                        "envs with action groups)")
     search.add_argument("--search-leaf", choices=LEAVES, default="exit",
                         help="leaf value: exit (gamma ** BFS distance to the exit, default), "
                         "rollout (the heuristic for 8 steps, then exit), zero; value: the "
@@ -84,6 +89,8 @@ def arguments_error(args) -> str | None:
         return f"--search-prior-mix must be in [0, 1], got {args.search_prior_mix}"
     if args.search_prior_mix and (args.search_prior == "uniform" or not args.checkpoint):
         return "--search-prior-mix mixes uniform into the checkpoint's prior: it needs one"
+    if args.search_prior_mix_over != "actions" and not args.search_prior_mix:
+        return "--search-prior-mix-over groups needs --search-prior-mix"
     if args.search_program_bonus and not args.search_simulations:
         return "--search-program-bonus needs --search-simulations"
     names = [name for name, _ in args.search_program_bonus or []]
@@ -95,6 +102,8 @@ def arguments_error(args) -> str | None:
 def env_error(args, env) -> str | None:
     """The first search option ``env`` cannot serve (checked once the env is built, before
     any play); None if all are fine."""
+    if args.search_prior_mix_over == "groups" and env.action_groups is None:
+        return "--search-prior-mix-over groups needs an env with action groups"
     if not args.search_program_bonus:
         return None
     if not hasattr(env.search_hooks, "program_bonus"):
@@ -107,9 +116,10 @@ def env_error(args, env) -> str | None:
 
 
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
-             bonus: bool = False, mix: float = 0.0) -> str:
+             bonus: bool = False, mix: float = 0.0, mix_over: str = "actions") -> str:
+    mix_tag = "gmix" if mix_over == "groups" else "mix"
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
-            + (f"-mix{mix:g}" if prior == "checkpoint" and mix else "")
+            + (f"-{mix_tag}{mix:g}" if prior == "checkpoint" and mix else "")
             + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
             + ("-bonus" if bonus else ""))
 
@@ -133,6 +143,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     gamma = critic["gamma"] if value_leaf else search_hooks.DEFAULT_GAMMA
     objective = (critic_objective(env, network, params, critic["training_reward"],
                                   critic["reward_scale"]) if value_leaf else {})
+    group_matrix = (env.action_group_matrix() if args.search_prior_mix_over == "groups"
+                    else None)
     bonuses = dict(args.search_program_bonus or [])
     bonus = search_hooks.program_bonus(bonuses) if bonuses else None
 
@@ -155,7 +167,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     # The network's hidden state travels down every path of the tree.
                     hooks["node_fn"] = network_node(
                         network, params, use_prior=prior == "checkpoint",
-                        uniform_share=args.search_prior_mix,
+                        uniform_share=args.search_prior_mix, group_matrix=group_matrix,
                         leaf_value=None if value_leaf else hooks["leaf_value"],
                         value_bonus=bonus)
                     hooks["initial_memory"] = network.initial_hidden(1)[0]
@@ -165,13 +177,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                         hooks["leaf_value"] = with_value_bonus(hooks["leaf_value"], bonus)
                     hooks["prior_fn"] = (uniform_prior if prior == "uniform"
                                          else network_prior(network, params,
-                                                            args.search_prior_mix))
+                                                            args.search_prior_mix,
+                                                            group_matrix))
                 policy = make_search_policy(settings=settings, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
-                                args.search_prior_mix)
+                                args.search_prior_mix, args.search_prior_mix_over)
                 start = time.perf_counter()
                 compiled = play.lower(key).compile()
                 compile_s = time.perf_counter() - start
@@ -185,6 +198,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     simulations=simulations, worlds=worlds, information=information,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,
                     prior_uniform_share=args.search_prior_mix if prior == "checkpoint" else 0.0,
+                    prior_mix_over=args.search_prior_mix_over,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),

@@ -407,6 +407,23 @@ def test_mix_uniform_mixes_over_the_legal_actions_only():
     assert float(probs[3]) == 0.0
 
 
+def test_mix_over_groups_opens_every_group_and_keeps_the_odds_inside_one():
+    """``mix_uniform`` over action groups ({0, 1} moves, {2} siphon, {3, 4} programs, action 4
+    illegal): the uniform part gives each group with a legal action 1/3, shared inside the
+    group as the network shares it; so the siphon the network all but never plays gets about
+    share / 3, while the odds of move 0 against move 1 are the network's exactly."""
+    logits = jnp.array([2.0, 0.0, -9.0, -9.0, 4.0])
+    mask = jnp.array([True, True, True, True, False])
+    groups = jnp.array([[1, 0, 0], [1, 0, 0], [0, 1, 0], [0, 0, 1], [0, 0, 1]], jnp.float32)
+    probs = jax.nn.softmax(search.mix_uniform(logits, mask, 0.3, groups))
+    network = jax.nn.softmax(jnp.array([2.0, 0.0, -9.0, -9.0]))
+    moves = network[0] + network[1]
+    expected = 0.7 * network + 0.1 * jnp.array([network[0] / moves, network[1] / moves, 1, 1])
+    np.testing.assert_allclose(probs[:4], expected, rtol=1e-5)
+    np.testing.assert_allclose(probs[0] / probs[1], network[0] / network[1], rtol=1e-5)
+    assert float(probs[4]) == 0.0
+
+
 class SharpCritic(TableCritic):
     """A critic whose policy all but never plays action 1 (logits 0 and -12)."""
 
@@ -493,6 +510,8 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--search-prior-mix must be in [0, 1], got 1.5"),
     (["--search-simulations", "8", "--search-prior-mix", "0.25"],
      "--search-prior-mix mixes uniform into the checkpoint's prior: it needs one"),
+    (["--search-simulations", "8", "--search-prior-mix-over", "groups"],
+     "--search-prior-mix-over groups needs --search-prior-mix"),
 ])
 def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
                                                        monkeypatch):
