@@ -35,7 +35,7 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
-from purejaxrl.networks import step_recurrent
+from purejaxrl.networks import masked_log_probs, step_recurrent
 
 # Masked prior logits: finite (as networks.MASKED_LOGIT), so no inf - inf appears in mctx.
 MASKED_LOGIT = -1e9
@@ -86,7 +86,7 @@ def mix_uniform(logits: jax.Array, mask: jax.Array, share: float,
     if share == 0.0:
         return logits
     legal = mask.astype(bool)
-    probs = jax.nn.softmax(jnp.where(legal, logits, -jnp.inf))
+    probs = jnp.exp(masked_log_probs(logits, legal))
     legal_f = legal.astype(jnp.float32)
     if group_matrix is None:
         uniform = legal_f / jnp.maximum(legal_f.sum(), 1.0)

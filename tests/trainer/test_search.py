@@ -355,6 +355,23 @@ def test_stage_shares_count_every_stage_reached():
 
 # ------------------------------------------------------------------ the critic as leaf value
 
+def fork_search_move(critic, uniform_share: float = 0.0, leaf_bonus=None) -> int:
+    """The move of a noise-free 8-simulation search at the fork's start that maximises the
+    "gain" in the critic's units (reward scale 0.5, gamma 0.99), with ``critic`` as prior
+    (mixed with ``uniform_share`` of uniform) and leaf value (plus ``leaf_bonus(state)``)."""
+    fork = Fork()
+    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
+    hooks = search.critic_objective(TrainerEnv(fork, None), critic, None, "gain",
+                                    reward_scale=0.5)
+    if leaf_bonus is not None:
+        hooks["leaf_value"] = search.with_value_bonus(hooks["leaf_value"], leaf_bonus)
+    act = search.make_search_policy(
+        fork, None, settings, prior_fn=search.network_prior(critic, None, uniform_share),
+        **hooks)
+    obs, state = fork.reset(None, None)
+    return int(jax.jit(act)(jax.random.PRNGKey(0), obs, state))
+
+
 def test_value_leaf_searches_the_networks_own_return():
     """``critic_objective``: a step earns the training reward times the reward scale (the
     critic's units), a leaf is worth the critic's value, so the move is the larger of
@@ -362,16 +379,8 @@ def test_value_leaf_searches_the_networks_own_return():
     With V = 0.8 the search moves to position 2 (it would not if the scale were ignored:
     1 > 0.8); with V = 0.2 it takes the gain (it would not if the env's reward, -5, were
     searched)."""
-    fork = Fork()
-    env = TrainerEnv(fork, None)
-    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
-    obs, state = fork.reset(None, None)
     for value, expected in ((0.8, 1), (0.2, 0)):
-        critic = TableCritic([0.0, 0.0, value])
-        act = search.make_search_policy(
-            fork, None, settings, prior_fn=search.network_prior(critic, None),
-            **search.critic_objective(env, critic, None, "gain", reward_scale=0.5))
-        assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, value
+        assert fork_search_move(TableCritic([0.0, 0.0, value])) == expected, value
 
 
 def test_a_leaf_bonus_makes_the_search_take_the_branch_it_pays_for():
@@ -379,19 +388,11 @@ def test_a_leaf_bonus_makes_the_search_take_the_branch_it_pays_for():
     at position 2 the search takes the gain (0.5 against 0.99 x 0.2); a bonus of 0.6 on
     position 2 makes that branch worth 0.99 x 0.8 > 0.5, and the search moves there. A bonus
     on position 1 instead leaves the move at the gain."""
-    fork = Fork()
-    env = TrainerEnv(fork, None)
-    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
-    obs, state = fork.reset(None, None)
-    critic = TableCritic([0.0, 0.0, 0.2])
-    objective = search.critic_objective(env, critic, None, "gain", reward_scale=0.5)
     for rewarded, expected in ((2, 1), (1, 0)):
-        hooks = dict(objective, leaf_value=search.with_value_bonus(
-            objective["leaf_value"], lambda s, rewarded=rewarded: jnp.where(s == rewarded,
-                                                                            0.6, 0.0)))
-        act = search.make_search_policy(fork, None, settings,
-                                        prior_fn=search.network_prior(critic, None), **hooks)
-        assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, rewarded
+        def bonus(state, rewarded=rewarded):
+            return jnp.where(state == rewarded, 0.6, 0.0)
+        assert fork_search_move(TableCritic([0.0, 0.0, 0.2]),
+                                leaf_bonus=bonus) == expected, rewarded
 
 
 def test_mix_uniform_mixes_over_the_legal_actions_only():
@@ -436,17 +437,8 @@ def test_a_uniform_share_in_the_prior_lets_the_search_choose_what_the_network_ve
     mctx's defaults): with V(position 2) = 0.8 the search's values favour action 1 (0.99 x 0.8
     against the gain of 0.5), but a prior 12 logits against it keeps the move at action 0.
     Half uniform in the prior lets the values decide."""
-    fork = Fork()
-    env = TrainerEnv(fork, None)
-    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
-    obs, state = fork.reset(None, None)
-    critic = SharpCritic([0.0, 0.0, 0.8])
-    objective = search.critic_objective(env, critic, None, "gain", reward_scale=0.5)
     for share, expected in ((0.0, 0), (0.5, 1)):
-        act = search.make_search_policy(
-            fork, None, settings, prior_fn=search.network_prior(critic, None, share),
-            **objective)
-        assert int(jax.jit(act)(jax.random.PRNGKey(0), obs, state)) == expected, share
+        assert fork_search_move(SharpCritic([0.0, 0.0, 0.8]), share) == expected, share
 
 
 def test_program_bonus_is_the_sum_over_the_programs_owned():
