@@ -104,14 +104,27 @@ def mix_uniform(logits: jax.Array, mask: jax.Array, share: float,
     return jnp.where(legal, jnp.log(mixed), jnp.finfo(jnp.float32).min)
 
 
+def mix_uniform_where(logits: jax.Array, obs, share: float,
+                      group_matrix: Optional[jax.Array] = None,
+                      mix_where: Optional[Callable] = None) -> jax.Array:
+    """``mix_uniform`` of ``obs``'s legal actions, only where ``mix_where(obs)`` (a game's
+    predicate on the observation, such as HackMatrix's ``acquisition_in_reach``; None:
+    everywhere). Elsewhere the logits are the network's."""
+    mixed = mix_uniform(logits, obs.action_mask, share, group_matrix)
+    if mix_where is None or share == 0.0:
+        return mixed
+    return jnp.where(mix_where(obs), mixed, logits)
+
+
 def network_prior(network, params, uniform_share: float = 0.0,
-                  group_matrix: Optional[jax.Array] = None) -> Callable:
+                  group_matrix: Optional[jax.Array] = None,
+                  mix_where: Optional[Callable] = None) -> Callable:
     """Prior logits from an actor-critic ``network`` (``apply(params, obs) -> (logits, value)``),
     mixed with ``uniform_share`` of uniform over the legal actions, or over the action groups
-    of ``group_matrix`` (``mix_uniform``)."""
+    of ``group_matrix``, where ``mix_where(obs)`` (``mix_uniform_where``)."""
     def prior(obs):
         logits, _ = network.apply(params, obs)
-        return mix_uniform(logits, obs.action_mask, uniform_share, group_matrix)
+        return mix_uniform_where(logits, obs, uniform_share, group_matrix, mix_where)
     return prior
 
 
@@ -135,19 +148,20 @@ def critic_objective(env, network, params, training_reward: str,
 
 def network_node(network, params, *, use_prior: bool = True, uniform_share: float = 0.0,
                  group_matrix: Optional[jax.Array] = None,
+                 mix_where: Optional[Callable] = None,
                  leaf_value: Optional[Callable] = None,
                  value_bonus: Optional[Callable] = None) -> Callable:
     """``node_fn`` of ``make_recurrent_search_teacher`` for a recurrent actor-critic: the memory
     is its hidden state, stepped on the node's observation; the prior its logits (uniform
     where not ``use_prior``; mixed with ``uniform_share`` of uniform over the actions, or
-    over ``group_matrix``'s groups, ``mix_uniform``); the
+    over ``group_matrix``'s groups, where ``mix_where(obs)``, ``mix_uniform_where``); the
     value its critic's, or ``leaf_value(key, obs, state)``, plus ``value_bonus(state)`` where
     given."""
     def node(hidden, key, obs, state):
         one = jax.tree.map(lambda x: x[None], obs)
         hidden, logits, value = step_recurrent(network, params, hidden[None], one,
                                                jnp.zeros(1, jnp.bool_))
-        logits = (mix_uniform(logits[0], obs.action_mask, uniform_share, group_matrix)
+        logits = (mix_uniform_where(logits[0], obs, uniform_share, group_matrix, mix_where)
                   if use_prior
                   else jnp.zeros_like(logits[0]))
         value = value[0] if leaf_value is None else leaf_value(key, obs, state)

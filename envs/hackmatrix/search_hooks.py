@@ -18,6 +18,10 @@ search steps, the objective it maximises, its leaf values, and the actions it ma
 * **Program bonus.** ``program_bonus``: a hand-set worth of owning programs, added to any
   leaf value, so that a search acquires a program its leaf undervalues (SPEC §4.5). A
   heuristic evaluation term, labelled as such in every row that uses it.
+* **Acquisition in reach.** ``acquisition_in_reach``: from the observation alone, whether a
+  siphon now would acquire a program the player does not own; where the search mixes uniform
+  into the network's prior only at such nodes (``--search-prior-mix-where acquire``), the
+  siphon gets its floor there and every other move stays the network's.
 """
 
 import jax
@@ -33,6 +37,7 @@ from .core.rewards import bfs_distance
 from .core.sparse import tree_where
 from .core.state import EnvState, empty_history
 from .env import HackMatrix
+from .observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED, GRID, Observation
 
 MAX_HP = 3  # game-rules §1: full health
 # Every action but UNDO (see the module docstring).
@@ -133,6 +138,22 @@ def program_bonus(bonuses: dict):
     def value(state):
         return jnp.sum(jnp.where(state.owned, weights, 0.0))
     return value
+
+
+def acquisition_in_reach(obs: Observation) -> jax.Array:
+    """A siphon now would acquire a program the player does not own: the siphon is legal and
+    the siphon cross (the player's cell and its 4 orthogonal neighbours, game-rules §2) holds
+    an unsiphoned block whose program the observation shows (a question block shows none).
+    Observation only, so every world of a fair search agrees on it."""
+    row = jnp.round(obs.player[0] * (GRID - 1))
+    col = jnp.round(obs.player[1] * (GRID - 1))
+    rows = jnp.arange(GRID)[:, None]
+    cols = jnp.arange(GRID)[None, :]
+    cross = (jnp.abs(rows - row) + jnp.abs(cols - col)) <= 1
+    programs = obs.grid[..., CH_BLOCK_PROGRAM_TYPE:CH_BLOCK_PROGRAM_TYPE + len(PROGRAM_NAMES)]
+    wanted = jnp.sum(programs * (obs.programs == 0), axis=-1) > 0
+    unsiphoned = obs.grid[..., CH_BLOCK_SIPHONED] == 0
+    return obs.action_mask[ACTION_SIPHON] & jnp.any(cross & wanted & unsiphoned)
 
 
 DEFAULT_GAMMA = 0.99

@@ -29,6 +29,9 @@ def bonus_pair(text: str) -> tuple:
 # The game's leaf values (the env's search hooks), and the checkpoint's critic.
 LEAVES = ("exit", "rollout", "zero", "value")
 VALUE_LEAF = "value"
+# Where the prior's uniform share applies: every node, or where the game's search hooks say a
+# program can be acquired (``acquisition_in_reach``).
+MIX_WHERE = ("always", "acquire")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -55,6 +58,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "legal actions (default), or over the env's action groups, the "
                         "network's odds kept inside each group (rows search-N-ppo-gmixP; "
                         "envs with action groups)")
+    search.add_argument("--search-prior-mix-where", choices=MIX_WHERE, default="always",
+                        help="the nodes where --search-prior-mix applies: always (default), "
+                        "or acquire: only where a siphon now would acquire a program not "
+                        "owned, seen from the observation, so that every other move stays "
+                        "the network's (rows ...-acquire; envs whose search hooks have "
+                        "acquisition_in_reach)")
     search.add_argument("--search-leaf", choices=LEAVES, default="exit",
                         help="leaf value: exit (gamma ** BFS distance to the exit, default), "
                         "rollout (the heuristic for 8 steps, then exit), zero; value: the "
@@ -91,6 +100,8 @@ def arguments_error(args) -> str | None:
         return "--search-prior-mix mixes uniform into the checkpoint's prior: it needs one"
     if args.search_prior_mix_over != "actions" and not args.search_prior_mix:
         return "--search-prior-mix-over groups needs --search-prior-mix"
+    if args.search_prior_mix_where != "always" and not args.search_prior_mix:
+        return "--search-prior-mix-where acquire needs --search-prior-mix"
     if args.search_program_bonus and not args.search_simulations:
         return "--search-program-bonus needs --search-simulations"
     names = [name for name, _ in args.search_program_bonus or []]
@@ -104,6 +115,10 @@ def env_error(args, env) -> str | None:
     any play); None if all are fine."""
     if args.search_prior_mix_over == "groups" and env.action_groups is None:
         return "--search-prior-mix-over groups needs an env with action groups"
+    if args.search_prior_mix_where == "acquire" and not hasattr(env.search_hooks,
+                                                                 "acquisition_in_reach"):
+        return ("--search-prior-mix-where acquire needs an env whose search hooks have "
+                "acquisition_in_reach")
     if not args.search_program_bonus:
         return None
     if not hasattr(env.search_hooks, "program_bonus"):
@@ -116,10 +131,12 @@ def env_error(args, env) -> str | None:
 
 
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
-             bonus: bool = False, mix: float = 0.0, mix_over: str = "actions") -> str:
-    mix_tag = "gmix" if mix_over == "groups" else "mix"
+             bonus: bool = False, mix: float = 0.0, mix_over: str = "actions",
+             mix_where: str = "always") -> str:
+    mix_tag = ("gmix" if mix_over == "groups" else "mix") + f"{mix:g}" + (
+        "" if mix_where == "always" else f"-{mix_where}")
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
-            + (f"-{mix_tag}{mix:g}" if prior == "checkpoint" and mix else "")
+            + (f"-{mix_tag}" if prior == "checkpoint" and mix else "")
             + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
             + ("-bonus" if bonus else ""))
 
@@ -145,6 +162,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                                   critic["reward_scale"]) if value_leaf else {})
     group_matrix = (env.action_group_matrix() if args.search_prior_mix_over == "groups"
                     else None)
+    mix_where = (search_hooks.acquisition_in_reach if args.search_prior_mix_where == "acquire"
+                 else None)
     bonuses = dict(args.search_program_bonus or [])
     bonus = search_hooks.program_bonus(bonuses) if bonuses else None
 
@@ -168,6 +187,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     hooks["node_fn"] = network_node(
                         network, params, use_prior=prior == "checkpoint",
                         uniform_share=args.search_prior_mix, group_matrix=group_matrix,
+                        mix_where=mix_where,
                         leaf_value=None if value_leaf else hooks["leaf_value"],
                         value_bonus=bonus)
                     hooks["initial_memory"] = network.initial_hidden(1)[0]
@@ -178,13 +198,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     hooks["prior_fn"] = (uniform_prior if prior == "uniform"
                                          else network_prior(network, params,
                                                             args.search_prior_mix,
-                                                            group_matrix))
+                                                            group_matrix, mix_where))
                 policy = make_search_policy(settings=settings, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
                     args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
-                                args.search_prior_mix, args.search_prior_mix_over)
+                                args.search_prior_mix, args.search_prior_mix_over,
+                                args.search_prior_mix_where)
                 start = time.perf_counter()
                 compiled = play.lower(key).compile()
                 compile_s = time.perf_counter() - start
@@ -199,6 +220,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,
                     prior_uniform_share=args.search_prior_mix if prior == "checkpoint" else 0.0,
                     prior_mix_over=args.search_prior_mix_over,
+                    prior_mix_where=args.search_prior_mix_where,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),

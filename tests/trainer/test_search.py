@@ -441,6 +441,58 @@ def test_a_uniform_share_in_the_prior_lets_the_search_choose_what_the_network_ve
         assert fork_search_move(SharpCritic([0.0, 0.0, 0.8]), share) == expected, share
 
 
+def test_mix_where_mixes_only_where_the_predicate_holds():
+    """``mix_uniform_where``: where ``mix_where(obs)`` is false the network's logits stand as
+    they are; where it is true they are ``mix_uniform``'s; without a predicate, everywhere."""
+    @struct.dataclass
+    class Obs:
+        action_mask: jax.Array
+        flag: jax.Array
+
+    logits = jnp.array([2.0, 0.0, -9.0])
+    mask = jnp.array([True, True, True])
+    mixed = search.mix_uniform(logits, mask, 0.3)
+    where = lambda obs: obs.flag  # noqa: E731
+    np.testing.assert_array_equal(
+        search.mix_uniform_where(logits, Obs(mask, jnp.bool_(False)), 0.3, None, where), logits)
+    np.testing.assert_array_equal(
+        search.mix_uniform_where(logits, Obs(mask, jnp.bool_(True)), 0.3, None, where), mixed)
+    np.testing.assert_array_equal(
+        search.mix_uniform_where(logits, Obs(mask, jnp.bool_(False)), 0.3), mixed)
+
+
+def acquiring_board(**changes):
+    """Player at (2, 2) with a data siphon and a warp program block above, at (3, 2), in the
+    siphon cross (game-rules §2: centre and the 4 orthogonal cells)."""
+    scenario = {"player": {"row": 2, "col": 2, "dataSiphons": 1},
+                "blocks": [{"row": 3, "col": 2, "type": "program", "programType": "warp"}]}
+    for key, value in changes.items():
+        scenario[key] = value
+    return set_state(scenario)
+
+
+def test_acquisition_in_reach_is_a_siphon_that_would_take_a_program_not_owned():
+    """``search_hooks.acquisition_in_reach`` from the observation alone (game-rules §6: a siphon
+    takes every unsiphoned block of the cross, and a program block gives its program if not
+    owned): true for a warp block above the player with a siphon in hand; false once warp is
+    owned, with no siphon in hand, for a block on the diagonal, for a block already siphoned,
+    and for a question block (its program is hidden)."""
+    reach = jax.jit(lambda state: search_hooks.acquisition_in_reach(build_observation(state)))
+    warp = {"row": 3, "col": 2, "type": "program", "programType": "warp"}
+    assert bool(reach(acquiring_board()))
+    question = acquiring_board()
+    cell = 3 * 6 + 2
+    question = question.replace(grid=question.grid.replace(
+        question=question.grid.question.at[cell].set(True)))
+    for name, state in {
+            "owned": acquiring_board(ownedPrograms=[_program("warp")]),
+            "no siphon": acquiring_board(player={"row": 2, "col": 2}),
+            "diagonal": acquiring_board(blocks=[{**warp, "col": 3}]),
+            "siphoned": acquiring_board(blocks=[{**warp, "siphoned": True}]),
+            "question": question}.items():
+        assert not bool(reach(state)), name
+
+
 def test_program_bonus_is_the_sum_over_the_programs_owned():
     """``search_hooks.program_bonus``: the bonuses of the owned programs add up; programs not
     named, or named but not owned, add nothing; an unknown name is refused at once."""
@@ -504,6 +556,8 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--search-prior-mix mixes uniform into the checkpoint's prior: it needs one"),
     (["--search-simulations", "8", "--search-prior-mix-over", "groups"],
      "--search-prior-mix-over groups needs --search-prior-mix"),
+    (["--search-simulations", "8", "--search-prior-mix-where", "acquire"],
+     "--search-prior-mix-where acquire needs --search-prior-mix"),
 ])
 def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
                                                        monkeypatch):
