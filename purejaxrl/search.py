@@ -331,7 +331,8 @@ def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
 
 
 def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_steps: int,
-                boards_in_flight: int, action_counters: Mapping[str, Callable] = None) -> dict:
+                boards_in_flight: int, action_counters: Mapping[str, Callable] = None,
+                final_state_values: Mapping[str, Callable] = None) -> dict:
     """One episode per board, ``boards_in_flight`` at a time: a board that ends hands its lane
     to the next board, so the policy runs only on boards in play. The boards are
     ``play_episodes``'s (same ``key``: the same reset keys), so the rows of a comparison face
@@ -341,10 +342,12 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
     ``policy`` is a ``Policy`` or a ``RecurrentPolicy`` (its memory starts from
     ``initial_memory`` on every board). Returns per-board arrays with ``play_episodes``'s keys
     (``action_counters``: name -> ``counts(action) -> bool``, e.g. siphons and programs; each
-    name gets a count). Jittable."""
+    name gets a count; ``final_state_values``: name -> ``value(env_state)``, recorded from the
+    state the episode's last action was chosen in, as ``episode_resources`` is). Jittable."""
     from purejaxrl.evaluation import with_memory
     policy = with_memory(policy)
     action_counters = dict(action_counters or {})
+    final_state_values = dict(final_state_values or {})
     lanes = min(boards_in_flight, num_boards)
     reset_key, loop_key = jax.random.split(key)
     board_keys = jax.random.split(reset_key, num_boards)
@@ -356,9 +359,12 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
         reset, board_keys[:lanes], env_params))
     int_fields = ("length", "stage", "masked", "undo_exploit") + tuple(action_counters)
     bool_fields = ("won", "died", "truncated", "invalid", "finished")
+    final_shapes = {name: jax.eval_shape(jax.vmap(value), env_state)
+                    for name, value in final_state_values.items()}
     fresh = {"episode_return": jnp.zeros(lanes, jnp.float32),
              **{name: jnp.zeros(lanes, jnp.int32) for name in int_fields},
-             **{name: jnp.zeros(lanes, bool) for name in bool_fields}}
+             **{name: jnp.zeros(lanes, bool) for name in bool_fields},
+             **{name: jnp.zeros(shape.shape, shape.dtype) for name, shape in final_shapes.items()}}
     results = {name: jnp.zeros((num_boards,) + value.shape[1:], value.dtype)
                for name, value in fresh.items()}
     first_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes,) + jnp.shape(x)),
@@ -406,7 +412,8 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
             undo_exploit=episode["undo_exploit"] + as_int(info["undo_exploit_completion"]),
             finished=done,
             **{name: episode[name] + as_int(counts(actions))
-               for name, counts in action_counters.items()})
+               for name, counts in action_counters.items()},
+            **{name: jax.vmap(value)(env_state) for name, value in final_state_values.items()})
         ends = playing & (done | (t + 1 >= max_steps))
         target = jnp.where(ends, board, num_boards)  # out of range: dropped
         results = {name: carry["results"][name].at[target].set(value, mode="drop")

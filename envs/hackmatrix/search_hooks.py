@@ -161,6 +161,10 @@ ROLLOUT_STEPS = 8
 # Counted per episode by the search's evaluation loop, as play_episodes counts them.
 ACTION_COUNTERS = {"siphons": lambda action: action == ACTION_SIPHON,
                    "programs": lambda action: action >= PROGRAM_ACTION_OFFSET}
+# Read from the state each game's last action was chosen in: the programs owned then, so a
+# search row can say which programs its games acquired (the game's own start owns none).
+FINAL_STATE_VALUES = {"owned": lambda state: state.owned}
+FINAL_STATE_LABELS = {"owned": PROGRAM_NAMES}
 
 
 def make_hooks(env: HackMatrix, *, fair: bool, leaf: str = "exit", gamma: float = DEFAULT_GAMMA,

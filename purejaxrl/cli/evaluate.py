@@ -216,6 +216,9 @@ def main(argv=None) -> int:
         print(evaluate_search.format_stage_table(results))
     if args.search_simulations:
         print(evaluate_search.format_costs(results))
+        final_state = evaluate_search.format_final_state(results)
+        if final_state:
+            print(final_state)
     for name, rows in stages.items():
         if not rows:  # an env without stages
             continue

@@ -167,6 +167,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     bonuses = dict(args.search_program_bonus or [])
     bonus = search_hooks.program_bonus(bonuses) if bonuses else None
 
+    final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
+    final_labels = getattr(search_hooks, "FINAL_STATE_LABELS", {})
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
     priors = ("uniform", "checkpoint") if prior_choice == "both" else (prior_choice,)
     informations = ("fair", "perfect") if args.search_information == "both" else (
@@ -202,7 +204,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 policy = make_search_policy(settings=settings, **hooks)
                 play = jax.jit(lambda k, policy=policy: play_boards(
                     env, env_params, policy, k, args.episodes, max_steps,
-                    args.search_boards_in_flight, search_hooks.ACTION_COUNTERS))
+                    args.search_boards_in_flight, search_hooks.ACTION_COUNTERS,
+                    final_values))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
                                 args.search_prior_mix, args.search_prior_mix_over,
                                 args.search_prior_mix_where)
@@ -214,6 +217,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 wall_s = time.perf_counter() - start
                 summary = summarize_episodes(episodes, env)
                 summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
+                summary["final_state"] = final_state_means(episodes, final_values,
+                                                           final_labels)
                 moves = int(jax.device_get(episodes["length"]).sum())
                 summary["search"] = dict(
                     simulations=simulations, worlds=worlds, information=information,
@@ -231,6 +236,31 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                       f"{summary['win_rate']:.3f} ({compile_s:.0f} s compile, {wall_s:.0f} s)",
                       file=sys.stderr, flush=True)
     return rows
+
+
+def final_state_means(episodes: dict, final_values, labels: dict) -> dict:
+    """{name: mean over the games} of the search hooks' ``FINAL_STATE_VALUES`` (the state each
+    game's last action was chosen in); a vector value is keyed by its ``labels`` (for
+    HackMatrix, each program's share of games that owned it at the end)."""
+    import numpy as np
+    means = {}
+    for name in final_values:
+        mean = np.asarray(episodes[name], np.float64).mean(axis=0)
+        means[name] = (dict(zip(labels[name], map(float, mean))) if name in labels
+                       else mean.tolist())
+    return means
+
+
+def format_final_state(results: dict) -> str:
+    """One line per search row and labelled value: the labels with a non-zero mean."""
+    lines = []
+    for name, summary in results.items():
+        for value_name, means in summary.get("final_state", {}).items():
+            if isinstance(means, dict):
+                shown = ", ".join(f"{label} {mean:.3f}" for label, mean in means.items()
+                                  if mean > 0) or "none"
+                lines.append(f"{name}: {value_name} at the end: {shown}")
+    return "\n".join(lines)
 
 
 def format_stage_table(results: dict) -> str:

@@ -335,6 +335,20 @@ def test_play_boards_gives_every_board_a_fresh_memory():
         assert pooled[name].tolist() == reference[name].tolist(), name
 
 
+def test_play_boards_records_final_state_values_from_the_last_chosen_state():
+    """``final_state_values`` are read from the state each game's last action was chosen in
+    (as ``episode_resources``): for Countdown, whose clock counts the steps taken, that is the
+    episode's length - 1, and a vector value keeps its shape per board."""
+    env, key, boards = Countdown(), jax.random.PRNGKey(3), 11
+    values = {"clock": lambda state: state.time,
+              "pair": lambda state: jnp.stack([state.time, state.target])}
+    pooled = jax.device_get(jax.jit(lambda k: search.play_boards(
+        env, None, counting_policy, k, boards, 50, 3, None, values))(key))
+    assert (pooled["clock"] == pooled["length"] - 1).all()
+    assert pooled["pair"].shape == (boards, 2)
+    assert (pooled["pair"][:, 1] == pooled["stage"]).all()
+
+
 def test_play_boards_stops_a_board_at_max_steps_unfinished():
     """A board still running at ``max_steps`` is recorded as unfinished, with its length."""
     env, key = Countdown(), jax.random.PRNGKey(3)
