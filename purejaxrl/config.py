@@ -450,9 +450,6 @@ def validate_config(config: TrainConfig) -> None:
                  f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
         need(config.distill_leaf in DISTILL_LEAVES,
              f"--distill-leaf must be one of {DISTILL_LEAVES}, got {config.distill_leaf!r}")
-        need(config.recurrent_core == "none",
-             "--distill-coef needs a feed-forward network (the search's prior); got "
-             f"--recurrent-core {config.recurrent_core}")
         # Every minibatch fits an equal share of the envs' search targets.
         need(config.envs_per_device % config.num_minibatches == 0,
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "

@@ -28,7 +28,7 @@ import jax.numpy as jnp
 import numpy as np
 import optax
 
-from purejaxrl.networks import masked_logits
+from purejaxrl.networks import masked_logits, step_recurrent
 
 
 @dataclasses.dataclass(frozen=True)
@@ -52,10 +52,15 @@ class ExpertIterationSettings:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
 
-def policy_loss(network, params, obs, target, mask) -> tuple[jax.Array, dict]:
+def policy_loss(network, params, obs, target, mask, hidden=None) -> tuple[jax.Array, dict]:
     """Mean cross-entropy H(target, policy) over a batch; also the KL divergence (the part of
-    the loss the network can still remove) and the policy's entropy."""
-    logits, _ = network.apply(params, obs)
+    the loss the network can still remove) and the policy's entropy. A recurrent network
+    steps once from ``hidden`` (f32[N, C], the memory held before ``obs``)."""
+    if hidden is None:
+        logits, _ = network.apply(params, obs)
+    else:
+        _, logits, _ = step_recurrent(network, params, hidden, obs,
+                                      jnp.zeros(hidden.shape[0], jnp.bool_))
     log_policy = jax.nn.log_softmax(masked_logits(logits, mask))
     log_policy = jnp.where(mask, log_policy, 0.0)  # 0 * -1e9 is 0, but keep it exact
     cross_entropy = -jnp.sum(target * log_policy, axis=-1)

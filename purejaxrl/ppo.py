@@ -40,7 +40,8 @@ from purejaxrl.config import ConfigError, TrainConfig, env_defaults
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
-from purejaxrl.search import (SearchSettings, critic_objective, make_search_teacher,
+from purejaxrl.search import (SearchSettings, critic_objective,
+                              make_recurrent_search_teacher, make_search_teacher, network_node,
                               network_prior)
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
                                 log_prob_of, make_network, masked_entropy,
@@ -693,7 +694,8 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         if distilled is None:
             return total, dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0))
         cross_entropy, fit = distillation_loss(network, params, distilled["obs"],
-                                               distilled["target"], distilled["mask"])
+                                               distilled["target"], distilled["mask"],
+                                               distilled.get("hidden"))
         total = total + config.distill_coef * cross_entropy
         return total, dict(aux, total_loss=total, distill_loss=cross_entropy,
                            distill_kl=fit["kl"])
@@ -748,13 +750,28 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
         gamma = config.gamma
     settings = SearchSettings(num_simulations=config.distill_simulations,
                               num_worlds=config.distill_worlds, gamma=gamma)
-    teacher = make_search_teacher(settings=settings,
-                                  prior_fn=network_prior(network, runner.params),
-                                  **{**hooks.make_hooks(env.env, fair=True), **objective})
+    search_hooks = {**hooks.make_hooks(env.env, fair=True), **objective}
     count = jax.tree.leaves(runner.obs)[0].shape[0]
-    _, target = jax.vmap(teacher)(jax.random.split(key, count), runner.obs, runner.env_state)
-    return dict(obs=runner.obs, target=lax.stop_gradient(target),
-                mask=env.action_mask(runner.obs))
+    keys = jax.random.split(key, count)
+    mask = env.action_mask(runner.obs)
+    if runner.hidden is None:
+        teacher = make_search_teacher(settings=settings,
+                                      prior_fn=network_prior(network, runner.params),
+                                      **search_hooks)
+        _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
+        return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask)
+    # A recurrent network: every node of the tree is evaluated from its parent's hidden state
+    # (``network_node``), the root from the memory the env's player holds before this
+    # observation (zeros at an episode's first step); the update fits the policy's step from
+    # that same memory.
+    leaf_value = search_hooks.pop("leaf_value")
+    node = network_node(network, runner.params,
+                        leaf_value=None if config.distill_leaf == "value" else leaf_value)
+    teacher = make_recurrent_search_teacher(settings=settings, node_fn=node, **search_hooks)
+    memory = jnp.where(episode_starts(runner)[:, None], network.initial_hidden(count),
+                       runner.hidden)
+    _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, memory)
+    return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory)
 
 
 def explained_variance(values, targets, axis_name: str | None):

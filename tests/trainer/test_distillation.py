@@ -75,15 +75,14 @@ def test_distillation_off_reports_zero_and_leaves_ppo_alone(one_update):
 
 
 def test_distillation_config_is_checked_before_any_work():
-    """A negative coefficient, a recurrent network (the search needs a feed-forward prior), a
-    minibatch count that does not divide the envs, a non-positive budget, and an env without
-    search hooks are refused with a message naming the option."""
+    """A negative coefficient, a minibatch count that does not divide the envs, a
+    non-positive budget, and an env without search hooks are refused with a message naming
+    the option; a recurrent network is accepted (its teacher carries the hidden state)."""
     on = CONFIG.replace(distill_coef=1.0)
     validate_config(on)
+    validate_config(on.replace(recurrent_core="gru", sequence_length=None, num_minibatches=2))
     with pytest.raises(ConfigError, match="--distill-coef must be >= 0"):
         validate_config(CONFIG.replace(distill_coef=-1.0))
-    with pytest.raises(ConfigError, match="feed-forward"):
-        validate_config(on.replace(recurrent_core="gru", sequence_length=None, num_minibatches=2))
     with pytest.raises(ConfigError, match="must divide the envs per device"):
         validate_config(on.replace(num_minibatches=16))
     with pytest.raises(ConfigError, match="--distill-simulations"):
@@ -105,8 +104,8 @@ def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
     obs, state = fork.reset(None, None)
     runner = SimpleNamespace(
         obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
-        return_stats=ppo.ReturnStatistics(count=jnp.float32(1.0), mean=jnp.float32(0.0),
-                                          var=jnp.float32(4.0)))
+        hidden=None, return_stats=ppo.ReturnStatistics(
+            count=jnp.float32(1.0), mean=jnp.float32(0.0), var=jnp.float32(4.0)))
     config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
                          distill_coef=1.0, distill_simulations=8, recurrent_core="none")
     preferred = {}
@@ -115,6 +114,87 @@ def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
             runner, config.replace(distill_leaf=leaf), env, critic, jax.random.PRNGKey(0)))()
         preferred[leaf] = int(np.argmax(np.asarray(targets["target"][0])))
     assert preferred == {"game": 0, "value": 1}
+
+
+class CountingCore:
+    """A recurrent actor-critic stand-in: its hidden state counts the observations seen since
+    the episode's start (zeroed where one starts), its logits are uniform, and position 2 is
+    worth 0.8 from the seventh observation on."""
+
+    core_width = 1
+
+    def initial_hidden(self, num_envs):
+        return jnp.zeros((num_envs, 1), jnp.float32)
+
+    def apply(self, params, hidden, sequence, episode_start):
+        hidden = jnp.where(episode_start[0][:, None], 0.0, hidden) + 1.0
+        position = sequence.position[0]
+        value = jnp.where((position == 2) & (hidden[:, 0] >= 7), 0.8, 0.0)
+        return hidden, jnp.zeros((1,) + position.shape + (2,)), value[None]
+
+
+def test_a_recurrent_teacher_searches_from_the_players_memory():
+    """With a recurrent network the teacher's root starts from the hidden state the env's
+    player holds (here 5 observations: the root is the 6th, its children the 7th, where
+    position 2 is worth 0.8 against action 0's gain of 0.5), and from zeros where the next
+    step starts an episode (position 2 then never pays, so the gain wins). The targets carry
+    that memory for the update."""
+    fork = Fork()
+    env = TrainerEnv(fork, None)
+    obs, state = fork.reset(None, None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="gru", sequence_length=None)
+    stats = ppo.ReturnStatistics(count=jnp.float32(1.0), mean=jnp.float32(0.0),
+                                 var=jnp.float32(4.0))
+    preferred, memories = {}, {}
+    for length in (3, 0):
+        runner = SimpleNamespace(
+            obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
+            hidden=jnp.full((1, 1), 5.0), episode=SimpleNamespace(lengths=jnp.array([length])),
+            return_stats=stats)
+        targets = jax.jit(lambda runner=runner: ppo.search_distillation_targets(
+            runner, config, env, CountingCore(), jax.random.PRNGKey(0)))()
+        preferred[length] = int(np.argmax(np.asarray(targets["target"][0])))
+        memories[length] = float(targets["hidden"][0, 0])
+    assert preferred == {3: 1, 0: 0}
+    assert memories == {3: 5.0, 0: 0.0}
+
+
+def test_a_recurrent_update_fits_the_targets_from_the_stored_memory():
+    """Distillation with a GRU: each target is fitted by one step of the core from the memory
+    the teacher searched from, so the target action gains probability at that memory, more
+    than the PPO loss alone moves it."""
+    config = CONFIG.replace(recurrent_core="gru", sequence_length=None, num_minibatches=2,
+                            core_width=8)
+    setup = rollout_setup(config)
+    env, network, runner = setup["env"], setup["network"], setup["runner"]
+    after, transitions, _, _, window_hidden = setup["collect"](runner)
+    mask = env.action_mask(after.obs)
+    starts = jnp.zeros(config.num_envs, bool)
+    _, logits, _ = ppo.apply_step(network, runner.params, after.hidden, after.obs, starts)
+    least_liked = jnp.argmin(jnp.where(mask, logits, jnp.inf), axis=-1)
+    distill = dict(obs=after.obs, mask=mask, hidden=after.hidden,
+                   target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
+    zeros = jnp.zeros((config.num_steps, config.num_envs))
+    optimizer = ppo.make_optimizer(config)
+
+    def run(config, distill):
+        return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
+                                 zeros, zeros, jax.random.PRNGKey(1), config, network,
+                                 optimizer, None, window_hidden, distill)
+
+    def target_log_prob(params):
+        _, logits, _ = ppo.apply_step(network, params, after.hidden, after.obs, starts)
+        return np.asarray(log_prob_of(logits, mask, least_liked))
+
+    on = jax.jit(lambda: run(config.replace(distill_coef=5.0), distill))()
+    off = jax.jit(lambda: run(config, None))()
+    before = target_log_prob(runner.params)
+    gain_on, gain_off = target_log_prob(on[0]) - before, target_log_prob(off[0]) - before
+    assert (gain_on > 0).all()
+    assert gain_on.mean() > 5 * abs(gain_off).mean()
+    assert on[2]["distill_loss"] > 0
 
 
 @pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
