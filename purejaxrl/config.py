@@ -164,6 +164,14 @@ class TrainConfig:
     # and the exit-distance leaf); "value", the network's (its training reward in the critic's
     # units, its gamma, the critic as leaf value: AlphaZero's teacher).
     distill_leaf: str = struct.field(pytree_node=False, default="game")
+    # Where the teacher labels: "always", every env's state; "acquire", only the states where
+    # the env's search hooks say a siphon would acquire a program (``acquisition_in_reach``),
+    # the others weigh nothing in the fit. ``distill_prior_mix``: a share of uniform over the
+    # env's action groups (over the actions for an env without groups) mixed into the
+    # teacher's prior at the states it labels (``search.mix_uniform_where``), so that it can
+    # choose what the network vetoes (SPEC §4.5).
+    distill_where: str = struct.field(pytree_node=False, default="always")
+    distill_prior_mix: float = struct.field(pytree_node=False, default=0.0)
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
@@ -235,6 +243,7 @@ class TrainConfig:
 
 
 DISTILL_LEAVES = ("game", "value")
+DISTILL_WHERE = ("always", "acquire")
 
 # Fields that take an int or None (the default None means "off" or "the whole"): a
 # checkpoint's config may hold either.
@@ -248,7 +257,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "curriculum_share": 0.0, "curriculum_slots": 64,
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
-                      "distill_leaf": "game", "start_programs": 0,
+                      "distill_leaf": "game", "distill_where": "always",
+                      "distill_prior_mix": 0.0, "start_programs": 0,
                       "start_programs_share": 0.5, "start_programs_pool": [],
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "lr_floor": 0.0,
@@ -450,6 +460,11 @@ def validate_config(config: TrainConfig) -> None:
                  f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
         need(config.distill_leaf in DISTILL_LEAVES,
              f"--distill-leaf must be one of {DISTILL_LEAVES}, got {config.distill_leaf!r}")
+        need(config.distill_where in DISTILL_WHERE,
+             f"--distill-where must be one of {DISTILL_WHERE}, got {config.distill_where!r}")
+        need(isinstance(config.distill_prior_mix, (int, float))
+             and 0.0 <= config.distill_prior_mix <= 1.0,
+             f"--distill-prior-mix must be in [0, 1], got {config.distill_prior_mix!r}")
         # Every minibatch fits an equal share of the envs' search targets.
         need(config.envs_per_device % config.num_minibatches == 0,
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "

@@ -52,10 +52,12 @@ class ExpertIterationSettings:
             raise ValueError(f"lr must be > 0, got {self.lr}")
 
 
-def policy_loss(network, params, obs, target, mask, hidden=None) -> tuple[jax.Array, dict]:
+def policy_loss(network, params, obs, target, mask, hidden=None,
+                weight=None) -> tuple[jax.Array, dict]:
     """Mean cross-entropy H(target, policy) over a batch; also the KL divergence (the part of
     the loss the network can still remove) and the policy's entropy. A recurrent network
-    steps once from ``hidden`` (f32[N, C], the memory held before ``obs``)."""
+    steps once from ``hidden`` (f32[N, C], the memory held before ``obs``). With ``weight``
+    (f32[N]) the means are weighted (a batch that weighs nothing gives 0)."""
     if hidden is None:
         logits, _ = network.apply(params, obs)
     else:
@@ -66,10 +68,15 @@ def policy_loss(network, params, obs, target, mask, hidden=None) -> tuple[jax.Ar
     cross_entropy = -jnp.sum(target * log_policy, axis=-1)
     target_entropy = -jnp.sum(jnp.where(target > 0, target * jnp.log(target), 0.0), axis=-1)
     policy_entropy = -jnp.sum(jnp.exp(log_policy) * log_policy, axis=-1)
-    loss = jnp.mean(cross_entropy)
-    return loss, {"loss": loss, "kl": jnp.mean(cross_entropy - target_entropy),
-                  "policy_entropy": jnp.mean(policy_entropy),
-                  "target_entropy": jnp.mean(target_entropy)}
+    if weight is None:
+        mean = jnp.mean
+    else:
+        def mean(values):
+            return jnp.sum(weight * values) / jnp.maximum(jnp.sum(weight), 1e-8)
+    loss = mean(cross_entropy)
+    return loss, {"loss": loss, "kl": mean(cross_entropy - target_entropy),
+                  "policy_entropy": mean(policy_entropy),
+                  "target_entropy": mean(target_entropy)}
 
 
 def make_optimizer(settings: ExpertIterationSettings) -> optax.GradientTransformation:

@@ -125,6 +125,10 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
     if config.distill_coef > 0 and env.search_hooks is None:
         raise ConfigError(f"--distill-coef needs an env with search hooks (hackmatrix); "
                           f"{config.env!r} has none")
+    if (config.distill_coef > 0 and config.distill_where == "acquire"
+            and not hasattr(env.search_hooks, "acquisition_in_reach")):
+        raise ConfigError(f"--distill-where acquire needs an env whose search hooks have "
+                          f"acquisition_in_reach (hackmatrix); {config.env!r} has none")
     if config.group_entropy_coef > 0 and env.action_groups is None:
         raise ConfigError(f"--group-entropy-coef needs an env with action groups "
                           f"(hackmatrix, toy); {config.env!r} has none")
@@ -695,7 +699,7 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
             return total, dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0))
         cross_entropy, fit = distillation_loss(network, params, distilled["obs"],
                                                distilled["target"], distilled["mask"],
-                                               distilled.get("hidden"))
+                                               distilled.get("hidden"), distilled.get("weight"))
         total = total + config.distill_coef * cross_entropy
         return total, dict(aux, total_loss=total, distill_loss=cross_entropy,
                            distill_kl=fit["kl"])
@@ -754,24 +758,31 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     count = jax.tree.leaves(runner.obs)[0].shape[0]
     keys = jax.random.split(key, count)
     mask = env.action_mask(runner.obs)
+    labelled = None if config.distill_where == "always" else hooks.acquisition_in_reach
+    mix = dict(uniform_share=config.distill_prior_mix, group_matrix=env.action_group_matrix(),
+               mix_where=labelled)
+    weight = (jnp.ones(count, jnp.float32) if labelled is None
+              else jax.vmap(labelled)(runner.obs).astype(jnp.float32))
     if runner.hidden is None:
         teacher = make_search_teacher(settings=settings,
-                                      prior_fn=network_prior(network, runner.params),
+                                      prior_fn=network_prior(network, runner.params, **mix),
                                       **search_hooks)
         _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
-        return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask)
+        return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask,
+                    weight=weight)
     # A recurrent network: every node of the tree is evaluated from its parent's hidden state
     # (``network_node``), the root from the memory the env's player holds before this
     # observation (zeros at an episode's first step); the update fits the policy's step from
     # that same memory.
     leaf_value = search_hooks.pop("leaf_value")
-    node = network_node(network, runner.params,
+    node = network_node(network, runner.params, **mix,
                         leaf_value=None if config.distill_leaf == "value" else leaf_value)
     teacher = make_recurrent_search_teacher(settings=settings, node_fn=node, **search_hooks)
     memory = jnp.where(episode_starts(runner)[:, None], network.initial_hidden(count),
                        runner.hidden)
     _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, memory)
-    return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory)
+    return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory,
+                weight=weight)
 
 
 def explained_variance(values, targets, axis_name: str | None):

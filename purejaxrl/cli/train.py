@@ -41,8 +41,8 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
-                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, ENCODER_CHOICES,
-                              RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
+                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_WHERE,
+                              ENCODER_CHOICES, RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, validate_config, validate_run_options)
 
@@ -61,7 +61,7 @@ _CONFIG_FLAGS = (
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
-    "distill_leaf", "num_devices", "seed", "num_seeds")
+    "distill_leaf", "distill_where", "distill_prior_mix", "num_devices", "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -167,6 +167,13 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the teacher's objective and leaf values: game (the env's own: "
                               "stage points, exit distance; default) or value (the network's "
                               "training return, its critic as leaf value)")
+    distill.add_argument("--distill-where", choices=DISTILL_WHERE,
+                         help="the states the teacher labels: always (every env's, default) "
+                              "or acquire (only where a siphon would acquire a program; envs "
+                              "whose search hooks have acquisition_in_reach)")
+    distill.add_argument("--distill-prior-mix", type=finite_float, metavar="P",
+                         help="a share P of uniform over the env's action groups mixed into "
+                              "the teacher's prior at the states it labels (default 0)")
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-width", type=int)
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso")

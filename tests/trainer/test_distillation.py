@@ -15,7 +15,7 @@ from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import log_prob_of
-from tests.trainer.fork_env import Fork, TableCritic
+from tests.trainer.fork_env import Fork, ForkSearchHooks, TableCritic
 from tests.trainer.toy_run import rollout_setup
 
 CONFIG = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=6, hidden_width=16,
@@ -89,6 +89,10 @@ def test_distillation_config_is_checked_before_any_work():
         validate_config(on.replace(distill_simulations=0))
     with pytest.raises(ConfigError, match="--distill-leaf must be one of"):
         validate_config(on.replace(distill_leaf="exit"))
+    with pytest.raises(ConfigError, match="--distill-where must be one of"):
+        validate_config(on.replace(distill_where="sometimes"))
+    with pytest.raises(ConfigError, match=r"--distill-prior-mix must be in \[0, 1\]"):
+        validate_config(on.replace(distill_prior_mix=1.5))
     with pytest.raises(ConfigError, match="search hooks"):
         ppo.make_env(on)
 
@@ -114,6 +118,72 @@ def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
             runner, config.replace(distill_leaf=leaf), env, critic, jax.random.PRNGKey(0)))()
         preferred[leaf] = int(np.argmax(np.asarray(targets["target"][0])))
     assert preferred == {"game": 0, "value": 1}
+
+
+def test_weighted_distillation_fits_only_the_labelled_states():
+    """``policy_loss`` with weights: the loss is the weighted mean of the cross-entropies, so a
+    state of weight 0 gets no gradient, and a batch that weighs nothing gives 0."""
+    from purejaxrl.expert_iteration import policy_loss
+
+    class Table:
+        def apply(self, params, obs):
+            return params[obs], jnp.zeros(obs.shape)
+
+    params = jnp.zeros((2, 3))
+    obs, mask = jnp.array([0, 1]), jnp.ones((2, 3), bool)
+    target = jnp.array([[1.0, 0.0, 0.0], [0.0, 0.0, 1.0]])
+    loss, _ = policy_loss(Table(), params, obs, target, mask, weight=jnp.array([1.0, 0.0]))
+    assert float(loss) == pytest.approx(np.log(3.0))
+    grads = jax.grad(lambda p: policy_loss(Table(), p, obs, target, mask,
+                                           weight=jnp.array([1.0, 0.0]))[0])(params)
+    assert np.abs(np.asarray(grads[0])).sum() > 0 and not np.asarray(grads[1]).any()
+    nothing, _ = policy_loss(Table(), params, obs, target, mask, weight=jnp.zeros(2))
+    assert float(nothing) == 0.0
+
+
+class VetoCritic(TableCritic):
+    """A critic whose policy all but never plays action 1 (logits 0 and -12)."""
+
+    def apply(self, params, obs):
+        return jnp.array([0.0, -12.0]), self.values[obs.position]
+
+
+class ReachHooks(ForkSearchHooks):
+    """The fork's hooks, with the start a state where the teacher labels (``reach``)."""
+
+    reach = True
+
+    @classmethod
+    def acquisition_in_reach(cls, obs):
+        return jnp.bool_(cls.reach) & (obs.position == 0)
+
+
+def test_distill_where_acquire_labels_and_mixes_only_where_the_hooks_say():
+    """``--distill-where acquire --distill-prior-mix 0.5``: at a state the hooks label, the
+    teacher's prior gets half uniform, so its value-leaf search (position 2 worth 0.8 against
+    action 0's gain of 0.5) can prefer the action the network vetoes by 12 logits, and the
+    state weighs 1; at a state they do not label, the prior is the network's (action 0 stays
+    preferred) and the state weighs 0."""
+    fork = Fork()
+    fork.search_hooks = ReachHooks
+    env = TrainerEnv(fork, None)
+    obs, state = fork.reset(None, None)
+    runner = SimpleNamespace(
+        obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
+        hidden=None, return_stats=ppo.ReturnStatistics(
+            count=jnp.float32(1.0), mean=jnp.float32(0.0), var=jnp.float32(4.0)))
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         distill_where="acquire", distill_prior_mix=0.5,
+                         recurrent_core="none")
+    found = {}
+    for reach in (True, False):
+        ReachHooks.reach = reach
+        targets = jax.jit(lambda: ppo.search_distillation_targets(
+            runner, config, env, VetoCritic([0.0, 0.0, 0.8]), jax.random.PRNGKey(0)))()
+        found[reach] = (int(np.argmax(np.asarray(targets["target"][0]))),
+                        float(targets["weight"][0]))
+    assert found == {True: (1, 1.0), False: (0, 0.0)}
 
 
 class CountingCore:
