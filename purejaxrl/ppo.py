@@ -761,15 +761,15 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     labelled = None if config.distill_where == "always" else hooks.acquisition_in_reach
     mix = dict(uniform_share=config.distill_prior_mix, group_matrix=env.action_group_matrix(),
                mix_where=labelled)
-    weight = (jnp.ones(count, jnp.float32) if labelled is None
-              else jax.vmap(labelled)(runner.obs).astype(jnp.float32))
+    # Only the labelled states weigh in the fit (every state where the teacher labels all).
+    weight = ({} if labelled is None
+              else dict(weight=jax.vmap(labelled)(runner.obs).astype(jnp.float32)))
     if runner.hidden is None:
         teacher = make_search_teacher(settings=settings,
                                       prior_fn=network_prior(network, runner.params, **mix),
                                       **search_hooks)
         _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
-        return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask,
-                    weight=weight)
+        return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, **weight)
     # A recurrent network: every node of the tree is evaluated from its parent's hidden state
     # (``network_node``), the root from the memory the env's player holds before this
     # observation (zeros at an episode's first step); the update fits the policy's step from
@@ -782,7 +782,7 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
                        runner.hidden)
     _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, memory)
     return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory,
-                weight=weight)
+                **weight)
 
 
 def explained_variance(values, targets, axis_name: str | None):
