@@ -23,36 +23,46 @@ CONFIG = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=6, hi
                      recurrent_core="none", lr=1e-2)
 
 
-@pytest.fixture(scope="module")
-def one_update():
-    """One update's epochs from the same rollout with distillation off and on (coefficient 5):
-    advantages and value targets are zero and the same for both, so the difference is the
-    distillation term alone. Each env's target puts all its weight on its first legal action
-    that the initial policy likes least."""
-    setup = rollout_setup(CONFIG)
+def distilled_update(config: TrainConfig) -> dict:
+    """One update's epochs from the same rollout with distillation off and on (coefficient 5),
+    for either network (a recurrent one fits each target from the memory held before its
+    observation): advantages and value targets are zero and the same for both, so the
+    difference is the distillation term alone. Each env's target puts all its weight on its
+    first legal action that the initial policy likes least."""
+    setup = rollout_setup(config)
     env, network, runner = setup["env"], setup["network"], setup["runner"]
-    after, transitions, _, _, _ = setup["collect"](runner)
+    after, transitions, _, _, window_hidden = setup["collect"](runner)
     mask = env.action_mask(after.obs)
-    logits, _ = network.apply(runner.params, after.obs)
-    least_liked = jnp.argmin(jnp.where(mask, logits, jnp.inf), axis=-1)
+    starts = jnp.zeros(config.num_envs, bool)
+
+    def logits_of(params):
+        return ppo.apply_step(network, params, after.hidden, after.obs, starts)[1]
+
+    least_liked = jnp.argmin(jnp.where(mask, logits_of(runner.params), jnp.inf), axis=-1)
     distill = dict(obs=after.obs, mask=mask,
                    target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
-    zeros = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
-    optimizer = ppo.make_optimizer(CONFIG)
+    if after.hidden is not None:
+        distill["hidden"] = after.hidden
+    zeros = jnp.zeros((config.num_steps, config.num_envs))
+    optimizer = ppo.make_optimizer(config)
 
     def run(config, distill):
         return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
                                  zeros, zeros, jax.random.PRNGKey(1), config, network,
-                                 optimizer, None, None, distill)
+                                 optimizer, None, window_hidden, distill)
 
-    off = jax.jit(lambda: run(CONFIG, None))()
-    on = jax.jit(lambda: run(CONFIG.replace(distill_coef=5.0), distill))()
+    off = jax.jit(lambda: run(config, None))()
+    on = jax.jit(lambda: run(config.replace(distill_coef=5.0), distill))()
 
     def target_log_prob(params):
-        logits, _ = network.apply(params, after.obs)
-        return np.asarray(log_prob_of(logits, mask, least_liked))
+        return np.asarray(log_prob_of(logits_of(params), mask, least_liked))
     return dict(off=off, on=on, before=target_log_prob(runner.params),
                 off_after=target_log_prob(off[0]), on_after=target_log_prob(on[0]))
+
+
+@pytest.fixture(scope="module")
+def one_update():
+    return distilled_update(CONFIG)
 
 
 def test_distillation_moves_the_policy_onto_the_targets(one_update):
@@ -235,36 +245,13 @@ def test_a_recurrent_update_fits_the_targets_from_the_stored_memory():
     """Distillation with a GRU: each target is fitted by one step of the core from the memory
     the teacher searched from, so the target action gains probability at that memory, more
     than the PPO loss alone moves it."""
-    config = CONFIG.replace(recurrent_core="gru", sequence_length=None, num_minibatches=2,
-                            core_width=8)
-    setup = rollout_setup(config)
-    env, network, runner = setup["env"], setup["network"], setup["runner"]
-    after, transitions, _, _, window_hidden = setup["collect"](runner)
-    mask = env.action_mask(after.obs)
-    starts = jnp.zeros(config.num_envs, bool)
-    _, logits, _ = ppo.apply_step(network, runner.params, after.hidden, after.obs, starts)
-    least_liked = jnp.argmin(jnp.where(mask, logits, jnp.inf), axis=-1)
-    distill = dict(obs=after.obs, mask=mask, hidden=after.hidden,
-                   target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
-    zeros = jnp.zeros((config.num_steps, config.num_envs))
-    optimizer = ppo.make_optimizer(config)
-
-    def run(config, distill):
-        return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
-                                 zeros, zeros, jax.random.PRNGKey(1), config, network,
-                                 optimizer, None, window_hidden, distill)
-
-    def target_log_prob(params):
-        _, logits, _ = ppo.apply_step(network, params, after.hidden, after.obs, starts)
-        return np.asarray(log_prob_of(logits, mask, least_liked))
-
-    on = jax.jit(lambda: run(config.replace(distill_coef=5.0), distill))()
-    off = jax.jit(lambda: run(config, None))()
-    before = target_log_prob(runner.params)
-    gain_on, gain_off = target_log_prob(on[0]) - before, target_log_prob(off[0]) - before
+    update = distilled_update(CONFIG.replace(recurrent_core="gru", sequence_length=None,
+                                             num_minibatches=2, core_width=8))
+    gain_on = update["on_after"] - update["before"]
+    gain_off = update["off_after"] - update["before"]
     assert (gain_on > 0).all()
     assert gain_on.mean() > 5 * abs(gain_off).mean()
-    assert on[2]["distill_loss"] > 0
+    assert update["on"][2]["distill_loss"] > 0
 
 
 @pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
