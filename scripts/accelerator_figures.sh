@@ -8,7 +8,11 @@
 #   bash scripts/accelerator_figures.sh OUTDIR variants     # the flat network, --num-seeds 4
 #                                                          # and 16, the step's profile
 #   bash scripts/accelerator_figures.sh OUTDIR learn [TIER] # learn_bench (default: the full
-#                                                          # tier, 3 seeds in one program)
+#                                                          # tier) at LEARN_ENVS envs (default
+#                                                          # 16384), SEEDS (default "0") one
+#                                                          # after another: 3 seeds in one
+#                                                          # program at 16384 envs ran out of
+#                                                          # an H100's memory (SPEC §4.7)
 #   bash scripts/accelerator_figures.sh OUTDIR session      # the essentials of throughput and
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
@@ -115,9 +119,12 @@ case "$part" in
     step profile "$python" scripts/profile_step.py --num-envs "${PROFILE_ENVS:-32768}"
     ;;
   learn)
-    step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --vmap-seeds \
-      --label "accelerator-$tier" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
-      --plot "$out/accelerator-$tier.png"
+    learn_envs=${LEARN_ENVS:-16384}
+    label="accelerator-$tier-$((learn_envs / 1024))k"
+    # shellcheck disable=SC2086  # SEEDS is a list
+    step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --seeds ${SEEDS:-0} \
+      --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
+      --plot "$out/$label.png" -- --num-envs "$learn_envs"
     ;;
   session)
     # One chunk of one update per timing: an update of the default network takes 4.8 s at
