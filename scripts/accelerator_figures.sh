@@ -12,7 +12,9 @@
 #                                                          # 16384), SEEDS (default "0") one
 #                                                          # after another: 3 seeds in one
 #                                                          # program at 16384 envs ran out of
-#                                                          # an H100's memory (SPEC §4.7)
+#                                                          # an H100's memory (SPEC §4.7);
+#                                                          # LEARN_FLAGS: more training flags
+#                                                          # (e.g. "--lr-floor 0.2")
 #   bash scripts/accelerator_figures.sh OUTDIR session      # the essentials of throughput and
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
@@ -121,10 +123,10 @@ case "$part" in
   learn)
     learn_envs=${LEARN_ENVS:-16384}
     label="accelerator-$tier-$((learn_envs / 1024))k"
-    # shellcheck disable=SC2086  # SEEDS is a list
+    # shellcheck disable=SC2086  # SEEDS and LEARN_FLAGS are lists
     step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --seeds ${SEEDS:-0} \
       --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
-      --plot "$out/$label.png" -- --num-envs "$learn_envs"
+      --plot "$out/$label.png" -- --num-envs "$learn_envs" ${LEARN_FLAGS:-}
     ;;
   session)
     # One chunk of one update per timing: an update of the default network takes 4.8 s at
