@@ -28,6 +28,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 | ``health_metrics(totals) -> {key: value}`` | host-side records derived from a chunk's totals (``HEALTH_TOTALS``) | none |
 | ``heuristic_policy(key, obs, state) -> action`` | a scripted baseline that evaluation plays beside the network | none |
 | ``episode_resources(state) -> {name: scalar}`` | what the player holds; evaluation reports it where games end | none |
+| ``compact_observation(obs)`` and ``expand_observation(stored) -> obs`` | the observation as a rollout stores it (smaller dtypes), and back bit for bit | stored as it is |
 | ``flat_observation(obs) -> f32[D]`` | the observation as one vector (the ``flat`` encoder) | every leaf flattened, concatenated |
 | ``board_view(obs) -> BoardView`` | a board around a player (the ``egocentric`` encoder) | none: no egocentric encoder |
 | ``version`` | the env's contract version; a checkpoint of another version is refused | none |
@@ -117,11 +118,31 @@ def _check_observation(obs, space, where: str) -> None:
         assert obs.dtype == space.dtype, f"{where}: dtype {obs.dtype} != {space.dtype}"
 
 
+def _check_storage(env, obs) -> None:
+    """``expand_observation(compact_observation(obs))`` is ``obs`` bit for bit, with its
+    shapes and dtypes, and the stored form is no larger."""
+    stored = env.compact_observation(obs)
+    back = env.expand_observation(stored)
+    size = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(obs))
+    stored_size = sum(leaf.size * leaf.dtype.itemsize for leaf in jax.tree.leaves(stored))
+    assert stored_size <= size, f"compact_observation: {stored_size} bytes, more than {size}"
+    assert jax.tree.structure(back) == jax.tree.structure(obs), "expand_observation: structure"
+    for leaf, restored in zip(jax.tree.leaves(obs), jax.tree.leaves(back)):
+        assert restored.shape == leaf.shape and restored.dtype == leaf.dtype, (
+            "expand_observation", restored.shape, restored.dtype, leaf.shape, leaf.dtype)
+        assert np.asarray(restored).tobytes() == np.asarray(leaf).tobytes(), (
+            "expand_observation(compact_observation(obs)) is not obs bit for bit")
+
+
 def _check_hooks(env, params, obs, state, actions: int) -> None:
     """The hooks that need no rollout: their types and shapes on one observation."""
     mask = jax.eval_shape(lambda o: _mask(env, o, actions), obs)
     assert mask.shape == (actions,) and mask.dtype == jnp.bool_, (
         f"action_mask: {mask.shape} {mask.dtype}, want ({actions},) bool")
+    assert hasattr(env, "compact_observation") == hasattr(env, "expand_observation"), (
+        "compact_observation and expand_observation come together")
+    if hasattr(env, "compact_observation"):
+        _check_storage(env, obs)
     if hasattr(env, "flat_observation"):
         flat = jax.eval_shape(env.flat_observation, obs)
         assert flat.ndim == 1 and flat.dtype == jnp.float32, ("flat_observation", flat)

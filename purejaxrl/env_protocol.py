@@ -4,7 +4,8 @@
 has none. The rest of ``purejaxrl/`` reads the env only through this class, so nothing in it
 depends on an env's internals:
 
-- rollout, loss (``ppo.py``): ``reset``/``step``, ``action_mask``, ``reward_components``,
+- rollout, loss (``ppo.py``): ``reset``/``step``, ``action_mask``, ``compact_observation``
+  and ``expand_observation`` (the stored rollout), ``reward_components``,
   ``training_reward``, ``metric_values``, ``num_stages`` (curriculum), ``action_groups``
   (the group-entropy bonus);
 - network (``networks.py``): ``flat_observation`` (encoder ``flat``), ``board_view``
@@ -99,6 +100,19 @@ class TrainerEnv:
         if hasattr(self.env, "action_mask"):
             return self._over_batch(self.env.action_mask, obs)
         return jnp.ones(self._lead(obs) + (self.num_actions,), bool)
+
+    def compact_observation(self, obs):
+        """The observation as a rollout stores it (the env's smaller form; as it is by
+        default): a stored rollout is the largest buffer of an update."""
+        if hasattr(self.env, "compact_observation"):
+            return self._over_batch(self.env.compact_observation, obs)
+        return obs
+
+    def expand_observation(self, stored):
+        """The observation ``compact_observation`` stored, bit for bit."""
+        if hasattr(self.env, "expand_observation"):
+            return self._over_batch(self.env.expand_observation, stored)
+        return stored
 
     def flat_observation(self, obs) -> jax.Array:
         """f32[..., D]: the env's flat view, else every leaf flattened and concatenated."""

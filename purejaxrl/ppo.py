@@ -142,7 +142,8 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
 @struct.dataclass
 class Transition:
     """One env step, time-major in a rollout: ``obs`` is the observation ``action`` was chosen
-    from; ``mask`` (its legal actions), ``log_prob`` and ``value`` belong to that same choice."""
+    from, as the env stores it (``TrainerEnv.expand_observation`` gives it back exactly);
+    ``mask`` (its legal actions), ``log_prob`` and ``value`` belong to that same choice."""
 
     obs: Any
     mask: jax.Array
@@ -503,8 +504,9 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         episode = EpisodeAccumulators(returns=keep(ep_return), lengths=keep(ep_length),
                                       breakdown=keep(ep_breakdown),
                                       discounted_returns=keep(discounted))
-        transition = Transition(obs=obs, mask=mask, action=action, log_prob=log_prob, value=value,
-                                reward=optimised, terminated=terminated, truncated=truncated,
+        transition = Transition(obs=env.compact_observation(obs), mask=mask, action=action,
+                                log_prob=log_prob, value=value, reward=optimised,
+                                terminated=terminated, truncated=truncated,
                                 bootstrap_value=bootstrap_value, episode_start=episode_start)
         # After a done step, next_obs is the reset observation (auto-reset), so the next action
         # is chosen from the new episode's first observation (and the episode's zeroed length
@@ -607,10 +609,11 @@ def ppo_loss(params, network: ActorCritic, batch: Transition, advantages, target
     recorded episode starts. With the env's ``group_matrix`` (f32[A, G], its action groups)
     the entropy of the policy's marginal over the groups is logged, and rewarded with
     ``group_entropy_coef``."""
+    obs = network.env.expand_observation(batch.obs)
     if initial_hidden is None:
-        logits, value = network.apply(params, batch.obs)
+        logits, value = network.apply(params, obs)
     else:
-        _, logits, value = network.apply(params, initial_hidden, batch.obs, batch.episode_start)
+        _, logits, value = network.apply(params, initial_hidden, obs, batch.episode_start)
     mask = batch.mask
     log_prob = log_prob_of(logits, mask, batch.action)
     log_ratio = log_prob - batch.log_prob

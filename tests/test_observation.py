@@ -10,7 +10,8 @@ import pytest
 
 from envs.hackmatrix.core import constants as C
 from envs.hackmatrix.core.mask import action_mask
-from envs.hackmatrix.observation import FLAT_SIZE, build_observation, flatten
+from envs.hackmatrix.observation import (FLAT_SIZE, GRID_SCALES, build_observation, compact,
+                                       expand, flatten)
 from envs.hackmatrix.core.state import blank_state
 
 OBSERVE = jax.jit(build_observation)
@@ -314,3 +315,56 @@ def test_build_observation_vmaps(base):
     obs = jax.vmap(build_observation)(batch)
     assert obs.grid.shape == (2, 6, 6, 42)
     np.testing.assert_allclose(obs.player[:, 0], [0.6, 0.6])
+
+
+# ---------------------------------------------------------------------------------------------
+# the stored form of a rollout (compact / expand)
+
+COMPACT = jax.jit(compact)
+EXPAND = jax.jit(expand)
+
+
+def assert_bitwise_equal(actual, expected):
+    for got, want in zip(jax.tree.leaves(actual), jax.tree.leaves(expected)):
+        assert got.dtype == want.dtype and got.shape == want.shape
+        assert np.asarray(got).tobytes() == np.asarray(want).tobytes()
+
+
+def test_every_grid_channel_is_an_integer_count_over_its_scale():
+    """The codec's premise, for every channel and every count an int8 holds: a channel built
+    as f32(k) / d (d its scale) is stored as k and read back as the same float32, -0 and
+    fractions such as 1/3 and 1/9 included."""
+    counts = np.arange(-128, 128, dtype=np.int8)
+    for scale in np.unique(GRID_SCALES):
+        built = counts.astype(np.float32) / scale
+        stored = np.round(built * scale).astype(np.int8)
+        np.testing.assert_array_equal(stored, counts)
+        assert (stored.astype(np.float32) / scale).tobytes() == built.tobytes()
+    assert sorted(set(GRID_SCALES.tolist())) == [1.0, 3.0, 4.0, 9.0]
+
+
+def test_compact_observation_is_a_quarter_and_expands_bit_for_bit(base):
+    """A board that sets every scaled channel (enemy HP 1-3, points and spawn counts, a
+    negative countdown, cell credits and energy) with programs owned: the stored grid is
+    int8 and ``expand`` gives the observation back bit for bit."""
+    state = with_enemies(base, [dict(kind=C.DAEMON, row=1, col=1, hp=3),
+                                dict(kind=C.VIRUS, row=1, col=2, hp=1, stunned=True),
+                                dict(kind=C.GLITCH, row=4, col=4, hp=2, from_siphon=True)])
+    state = block(state, 3, 3, points=7, spawn=9)
+    state = block(state, 2, 4, program=C.WARP, spawn=5)
+    state = block(state, 5, 5, points=1, spawn=1, siphoned=True)
+    state = with_transmissions(state, [(0, 3, 3, 0), (5, 0, -2, 1), (4, 1, 9, 2)])
+    state = with_cells(state, "credits", {(0, 2): 2, (5, 5): 3})
+    state = with_cells(state, "energy", {(0, 5): 1})
+    rank = np.full(23, -1, np.int32)
+    rank[C.HACK], rank[C.WAIT] = 0, 1
+    state = put(state, program_rank=rank)
+    obs = OBSERVE(state)
+    stored = COMPACT(obs)
+    assert stored.grid.dtype == jnp.int8 and stored.programs.dtype == jnp.int8
+    assert stored.grid.nbytes * 4 == obs.grid.nbytes
+    values = set(np.unique(np.asarray(obs.grid)).tolist())
+    scaled = {np.float32(k) / np.float32(d) for k, d in
+              ((1, 3), (2, 3), (7, 9), (1, 9), (5, 9), (3, 4), (-2, 4))}
+    assert scaled <= values, scaled - values  # the scaled channels are set
+    assert_bitwise_equal(EXPAND(stored), obs)

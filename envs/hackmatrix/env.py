@@ -356,6 +356,12 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     def action_mask(self, obs: observation.Observation) -> jax.Array:
         return obs.action_mask
 
+    def compact_observation(self, obs: observation.Observation) -> observation.Observation:
+        return observation.compact(obs)
+
+    def expand_observation(self, stored: observation.Observation) -> observation.Observation:
+        return observation.expand(stored)
+
     def flat_observation(self, obs: observation.Observation) -> jax.Array:
         return observation.flatten(obs)
 

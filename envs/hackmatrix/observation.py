@@ -41,6 +41,19 @@ CH_SIPHON_CENTER = 41
 
 _BIG = np.iinfo(np.int32).max
 
+# The grid's scaled channels: each is f32(k) / d for an integer count k out of d.
+ENEMY_HP_SCALE = 3.0
+BLOCK_COUNT_SCALE = 9.0  # points and spawn count
+COUNTDOWN_SCALE = 4.0
+CELL_RESOURCE_SCALE = 3.0
+# Every grid channel is f32(k) / d for a small integer k (one-hots: d = 1), so a rollout can
+# store k in int8 and f32(k) / d gives the channel back bit for bit (``compact``/``expand``).
+GRID_SCALES = np.ones(N_GRID_CHANNELS, np.float32)
+GRID_SCALES[CH_ENEMY_HP] = ENEMY_HP_SCALE
+GRID_SCALES[[CH_BLOCK_POINTS, CH_BLOCK_SPAWN]] = BLOCK_COUNT_SCALE
+GRID_SCALES[CH_TRANSMISSION] = COUNTDOWN_SCALE
+GRID_SCALES[[CH_CREDITS, CH_ENERGY]] = CELL_RESOURCE_SCALE
+
 
 @struct.dataclass
 class Observation:
@@ -55,6 +68,20 @@ def flatten(obs: Observation) -> jax.Array:
     lead = obs.player.shape[:-1]
     return jnp.concatenate([obs.player, obs.programs.astype(jnp.float32),
                             obs.grid.reshape(lead + (-1,))], axis=-1)
+
+
+def compact(obs: Observation) -> Observation:
+    """The observation as a rollout stores it: the grid's integer counts as int8 and the
+    programs as int8 (a quarter of the f32 grid's bytes, which are almost all of a stored
+    step's); ``expand`` gives ``obs`` back exactly."""
+    counts = jnp.round(obs.grid * GRID_SCALES).astype(jnp.int8)
+    return obs.replace(grid=counts, programs=obs.programs.astype(jnp.int8))
+
+
+def expand(stored: Observation) -> Observation:
+    """The observation ``compact`` stored, bit for bit: each channel f32(k) / d, as built."""
+    return stored.replace(grid=stored.grid.astype(jnp.float32) / GRID_SCALES,
+                          programs=stored.programs.astype(jnp.int32))
 
 
 def _first_per_cell(on_cell: jax.Array, seq: jax.Array) -> jax.Array:
@@ -97,7 +124,7 @@ def _enemy_channels(state: EnvState) -> jax.Array:
     type_onehot = (e.kind[:, None] == jnp.arange(N_ENEMY_TYPES)).astype(jnp.float32)  # [E, 4]
     per_slot = jnp.concatenate([
         type_onehot,
-        (e.hp.astype(jnp.float32) / 3.0)[:, None],
+        (e.hp.astype(jnp.float32) / ENEMY_HP_SCALE)[:, None],
         e.stunned.astype(jnp.float32)[:, None],
         e.from_siphon.astype(jnp.float32)[:, None],
     ], axis=1)  # [E, 7]
@@ -111,7 +138,7 @@ def _transmission_channel(state: EnvState) -> jax.Array:
     on_cell = t.active[:, None] & (cell_index(t.row, t.col)[:, None] == jnp.arange(N_CELLS))
     first = _first_per_cell(on_cell, t.seq).astype(jnp.float32)
     # min(turns / 4, 1) with no lower clip: a countdown below 0 reads negative (errata O6).
-    countdown = jnp.minimum(t.turns.astype(jnp.float32) / 4.0, 1.0)
+    countdown = jnp.minimum(t.turns.astype(jnp.float32) / COUNTDOWN_SCALE, 1.0)
     return jnp.sum(first * countdown[:, None], axis=0)
 
 
@@ -134,13 +161,13 @@ def _cell_channels(state: EnvState) -> jax.Array:
         f32(holds_data & ~is_question)[:, None],  # 7
         f32(holds_program & ~is_question)[:, None],  # 8
         f32(is_question)[:, None],  # 9
-        jnp.where(revealed & holds_data, f32(g.points) / 9.0, 0.0)[:, None],  # 10
+        jnp.where(revealed & holds_data, f32(g.points) / BLOCK_COUNT_SCALE, 0.0)[:, None],  # 10
         f32(is_block & g.siphoned)[:, None],  # 11: siphoned floor cells are not observable
         f32(program_onehot),  # 12..34
-        jnp.where(revealed, f32(g.spawn) / 9.0, 0.0)[:, None],  # 35
+        jnp.where(revealed, f32(g.spawn) / BLOCK_COUNT_SCALE, 0.0)[:, None],  # 35
     ], axis=1), jnp.stack([
-        jnp.where(resources_visible, f32(g.credits) / 3.0, 0.0),  # 37
-        jnp.where(resources_visible, f32(g.energy) / 3.0, 0.0),  # 38
+        jnp.where(resources_visible, f32(g.credits) / CELL_RESOURCE_SCALE, 0.0),  # 37
+        jnp.where(resources_visible, f32(g.energy) / CELL_RESOURCE_SCALE, 0.0),  # 38
         f32(g.content == DATA_SIPHON),  # 39
         f32(g.content == EXIT),  # 40: cell content, not exitPosition
         f32(g.siphon_center),  # 41
