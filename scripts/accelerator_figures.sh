@@ -122,7 +122,8 @@ case "$part" in
     ;;
   learn)
     learn_envs=${LEARN_ENVS:-16384}
-    label="accelerator-$tier-$((learn_envs / 1024))k"
+    if (( learn_envs % 1024 == 0 )); then size="$((learn_envs / 1024))k"; else size=$learn_envs; fi
+    label="accelerator-$tier-$size"
     # shellcheck disable=SC2086  # SEEDS and LEARN_FLAGS are lists
     step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --seeds ${SEEDS:-0} \
       --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \

@@ -79,3 +79,18 @@ def test_a_session_step_past_the_deadline_is_skipped_not_started(tmp_path):
     assert result.returncode == 1
     assert "== default-4: skipped" in result.stdout and "== profile: skipped" in result.stdout
     assert not (out / "results.jsonl").exists()
+
+
+@pytest.mark.slow
+def test_learn_part_trains_one_seed_at_learn_envs_with_learn_flags(tmp_path):
+    """The learning part: learn_bench at LEARN_ENVS envs with LEARN_FLAGS passed to training,
+    its seed's ledger row (labelled by tier and env count) and curve in OUTDIR."""
+    out = tmp_path / "figures"
+    result = run(str(out), "learn", "smoke", LEARN_ENVS="64", STEP_LIMIT_S="900",
+                 LEARN_FLAGS="--total-timesteps 16384")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    rows = [json.loads(line) for line in (out / "ledger.jsonl").read_text().splitlines()]
+    seeds = [row for row in rows if row["kind"] == "seed"]
+    assert [(row["label"], row["seed"], row["env_steps"]) for row in seeds] == [
+        ("accelerator-smoke-64", 0, 16384)]
+    assert (out / "accelerator-smoke-64.png").exists()
