@@ -33,6 +33,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 | ``board_view(obs) -> BoardView`` | a board around a player (the ``egocentric`` encoder) | none: no egocentric encoder |
 | ``version`` | the env's contract version; a checkpoint of another version is refused | none |
 | ``search_hooks`` | the search's model, worlds, leaf values and action counters (``purejaxrl/search.py``, evaluate.py's search rows) | no search rows |
+| ``exploration_target(obs) -> (bool, i32)`` | whether the state offers an action a policy rarely tries but should see taken, and that action (always legal where offered): ``--explore-share`` takes it in a share of such states | the share is refused |
 | ``action_groups`` | ``((name, (action, ...)), ...)``: a partition of the actions into kinds (the group-entropy bonus, ``--group-entropy-coef``) | no groups: the bonus is refused |
 
 Hooks that take an observation or a state are written for one env (not batched); the trainer
@@ -218,6 +219,8 @@ def check_env_contract(env, params, *, num_envs: int = 4, num_steps: int = 32,
             legal = jnp.take_along_axis(mask, action[:, None], axis=1)[:, 0]
             info = out[5]
             derived = {
+                "exploration": (jax.vmap(env.exploration_target)(obs)
+                                if hasattr(env, "exploration_target") else None),
                 "metrics": {m.name: jax.vmap(m.value)(obs, action, info)
                             for m in getattr(env, "metrics", ())},
                 "training": {name: jax.vmap(fn)(out[2], info["reward_breakdown"])
@@ -233,6 +236,12 @@ def check_env_contract(env, params, *, num_envs: int = 4, num_steps: int = 32,
         jax.jit(play)(jax.random.PRNGKey(seed + 2), obs, state))
     assert len(traces) == 1, f"step was traced {len(traces)} times"
     assert bool(np.all(legal)), "random legal play chose a masked action"
+    if derived["exploration"] is not None:
+        offered, target = derived["exploration"]
+        masks = jax.vmap(jax.vmap(lambda o: _mask(env, o, actions)))(before)
+        chosen = np.take_along_axis(np.asarray(masks), np.asarray(target)[..., None], -1)[..., 0]
+        assert offered.dtype == np.bool_ and offered.shape == (num_steps, num_envs), offered
+        assert np.all(chosen | ~offered), "exploration_target offered a masked action"
     assert bool(np.all(np.any(derived["next_mask"], axis=-1))), "a step left an empty mask"
     batch = (num_steps, num_envs)
     assert reward.shape == batch and reward.dtype == np.float32, (reward.shape, reward.dtype)

@@ -123,6 +123,15 @@ class TrainConfig:
     # (``action_groups``; HackMatrix: direction, siphon, program), so a rare kind keeps being
     # tried where it is legal after the per-action entropy has collapsed. 0: off.
     group_entropy_coef: float = struct.field(pytree_node=False, default=0.0)
+    # Exploration of a rare action the env names (its ``exploration_target``; HackMatrix: the
+    # siphon where it would acquire a program not owned): where it is in reach, the rollout
+    # takes that action with this probability instead of the policy's sample, and the update
+    # treats it as the policy's own sample (the stored log-probability is the policy's). The
+    # gradient is then biased towards what such a transition's advantage says, about share /
+    # pi(action) times the on-policy push, which is the point: the on-policy gradient of an
+    # action sampled 1e-4 of the time is too small to escape from. The critic learns from the
+    # mixed behaviour. Evaluation never forces anything. 0: off.
+    explore_share: float = struct.field(pytree_node=False, default=0.0)
     vf_coef: float = struct.field(pytree_node=False, default=0.5)
     max_grad_norm: float = struct.field(pytree_node=False, default=0.5)
     normalize_advantages: bool = struct.field(pytree_node=False, default=True)
@@ -261,7 +270,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_prior_mix": 0.0, "start_programs": 0,
                       "start_programs_share": 0.5, "start_programs_pool": [],
                       "program_potential": 0.0, "program_potential_pool": [],
-                      "group_entropy_coef": 0.0, "lr_floor": 0.0,
+                      "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5}
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool")
@@ -483,6 +492,8 @@ def validate_config(config: TrainConfig) -> None:
          f"--gae-lambda must be in [0, 1], got {config.gae_lambda}")
     need(config.clip_eps > 0, f"--clip-eps must be > 0, got {config.clip_eps}")
     need(config.ent_coef >= 0, f"--ent-coef must be >= 0, got {config.ent_coef}")
+    need(0.0 <= config.explore_share <= 1.0,
+         f"--explore-share must be in [0, 1], got {config.explore_share}")
     need(config.group_entropy_coef >= 0,
          f"--group-entropy-coef must be >= 0, got {config.group_entropy_coef}")
     need(config.vf_coef >= 0, f"--vf-coef must be >= 0, got {config.vf_coef}")

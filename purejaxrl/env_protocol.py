@@ -7,7 +7,7 @@ depends on an env's internals:
 - rollout, loss (``ppo.py``): ``reset``/``step``, ``action_mask``, ``compact_observation``
   and ``expand_observation`` (the stored rollout), ``reward_components``,
   ``training_reward``, ``metric_values``, ``num_stages`` (curriculum), ``action_groups``
-  (the group-entropy bonus);
+  (the group-entropy bonus), ``exploration_target`` (``--explore-share``);
 - network (``networks.py``): ``flat_observation`` (encoder ``flat``), ``board_view``
   (``egocentric``), ``observation_shape`` (``cnn``);
 - records (``logger.py``): ``metrics``, ``num_stages``, ``health_metrics``, ``alerts``;
@@ -55,6 +55,7 @@ class TrainerEnv:
         self.search_hooks = getattr(env, "search_hooks", None)
         # Kinds of action, ((name, actions), ...), a partition of the actions; None: no groups.
         self.action_groups: Optional[tuple] = getattr(env, "action_groups", None)
+        self.has_exploration_target = hasattr(env, "exploration_target")
         # Where a metric's alert shows: its record key -> the alert's words.
         self.alerts = {m.log: m.alert for m in self.metrics if m.log and m.alert}
 
@@ -100,6 +101,10 @@ class TrainerEnv:
         if hasattr(self.env, "action_mask"):
             return self._over_batch(self.env.action_mask, obs)
         return jnp.ones(self._lead(obs) + (self.num_actions,), bool)
+
+    def exploration_target(self, obs) -> tuple[jax.Array, jax.Array]:
+        """(bool[...], i32[...]): where the env offers an action to explore, and that action."""
+        return self._over_batch(self.env.exploration_target, obs)
 
     def compact_observation(self, obs):
         """The observation as a rollout stores it (the env's smaller form; as it is by

@@ -129,6 +129,9 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
             and not hasattr(env.search_hooks, "acquisition_in_reach")):
         raise ConfigError(f"--distill-where acquire needs an env whose search hooks have "
                           f"acquisition_in_reach (hackmatrix); {config.env!r} has none")
+    if config.explore_share > 0 and not env.has_exploration_target:
+        raise ConfigError(f"--explore-share needs an env with an exploration_target "
+                          f"(hackmatrix, toy); {config.env!r} has none")
     if config.group_entropy_coef > 0 and env.action_groups is None:
         raise ConfigError(f"--group-entropy-coef needs an env with action groups "
                           f"(hackmatrix, toy); {config.env!r} has none")
@@ -220,6 +223,7 @@ class UpdateMetrics:
     # Finished episodes that had started from the curriculum's archive (left out of the
     # episode statistics above: they are parts of games).
     curriculum_episodes: jax.Array
+    explored_actions: jax.Array  # actions the rollout took for the policy (explore_share)
     # f32[M]: the env's metrics (env.metrics): outcomes summed over finished episodes, counts
     # over every step
     env_metrics: jax.Array
@@ -428,6 +432,16 @@ def episode_starts(runner: RunnerState) -> jax.Array | None:
     return None if runner.hidden is None else runner.episode.lengths == 0
 
 
+def explore(env, obs, sampled: jax.Array, action_keys: jax.Array, share: float):
+    """(actions, explored): where the env's exploration target is in reach, its action with
+    probability ``share`` instead of the policy's ``sampled`` one. The draw comes from a key
+    folded from each env's action key, so a run without exploration keeps its key streams."""
+    offered, target = env.exploration_target(obs)
+    draw = jax.vmap(lambda key: jax.random.uniform(jax.random.fold_in(key, 1)))(action_keys)
+    explored = offered & (draw < share)
+    return jnp.where(explored, target, sampled), explored
+
+
 def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
                     network: ActorCritic, reward_components: tuple[str, ...]):
     """``num_steps`` vectorised env steps. Returns the new runner state, the time-major
@@ -446,6 +460,10 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(runner.env_keys)
         env_keys, action_keys, step_keys = keys[:, 0], keys[:, 1], keys[:, 2]
         action = jax.vmap(sample_masked)(action_keys, logits, mask)
+        explored = jnp.zeros(action.shape, bool)
+        if config.explore_share > 0:
+            action, explored = explore(env, obs, action, action_keys, config.explore_share)
+        # The policy's own log-probability, also of an explored action (config.explore_share).
         log_prob = log_prob_of(logits, mask, action)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None))(step_keys, runner.env_state, action, env_params)
@@ -497,6 +515,7 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
             "masked_actions_sampled": (~jnp.take_along_axis(
                 mask, action[:, None], axis=-1)[:, 0]).astype(jnp.float32),
             "curriculum_episodes": from_archive.astype(jnp.float32),
+            "explored_actions": explored.astype(jnp.float32),
             "env_metrics": jnp.where(at_end, metric_values * done_f[:, None], metric_values),
         }
         def keep(x):  # an accumulator restarts where the episode ended

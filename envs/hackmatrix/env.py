@@ -10,8 +10,8 @@ import numpy as np
 
 from .core import generation, reward_ledger, rewards
 from . import ENV_VERSION, baselines, observation, training
-from .core.constants import (GRID, N_ACTIONS, N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET,
-                             PROGRAM_NAMES, UNDO)
+from .core.constants import (ACTION_SIPHON, GRID, N_ACTIONS, N_PROGRAMS, N_STAGES,
+                             PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
 from .core.game import step_game, step_keys
 from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
@@ -367,6 +367,13 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     def board_view(self, obs: observation.Observation):
         return training.board_view(obs)
+
+    def exploration_target(self, obs: observation.Observation) -> tuple[jax.Array, jax.Array]:
+        """A siphon that would acquire a program not owned (``search_hooks.
+        acquisition_in_reach``): a trained policy all but never takes it (SPEC §4.4), so
+        ``--explore-share`` takes it for the policy in a share of the states where it is in
+        reach."""
+        return self.search_hooks.acquisition_in_reach(obs), jnp.int32(ACTION_SIPHON)
 
     def heuristic_policy(self, key, obs, state: EnvState):
         return baselines.heuristic_policy(key, obs, state)

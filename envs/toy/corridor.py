@@ -134,6 +134,10 @@ class ToyCorridor(environment.Environment[ToyState, ToyEnvParams]):
     def action_mask(self, obs: ToyObservation) -> jax.Array:
         return obs.action_mask
 
+    def exploration_target(self, obs: ToyObservation) -> tuple[jax.Array, jax.Array]:
+        """The siphon, wherever it is legal (cell 2, once)."""
+        return obs.action_mask[SIPHON], jnp.int32(SIPHON)
+
     def board_view(self, obs: ToyObservation) -> BoardView:
         return BoardView(grid=obs.board, row=jnp.int32(0),
                          col=jnp.argmax(obs.board[0, :, 0]).astype(jnp.int32),

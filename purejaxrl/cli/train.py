@@ -57,7 +57,7 @@ _CONFIG_FLAGS = (
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
     "gamma", "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "group_entropy_coef",
-    "vf_coef", "max_grad_norm",
+    "explore_share", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
@@ -143,6 +143,10 @@ def build_parser() -> argparse.ArgumentParser:
                           help="entropy bonus on the policy's share of each kind of action "
                           "(the env's action_groups; HackMatrix: direction, siphon, program), "
                           "so rare kinds stay tried; default 0: off")
+    ppo_args.add_argument("--explore-share", type=finite_float, metavar="P",
+                          help="where the env's exploration target is in reach (HackMatrix: a "
+                          "siphon that would acquire a program), take it with probability P "
+                          "in the rollout, as if the policy had sampled it; default 0: off")
     ppo_args.add_argument("--vf-coef", type=finite_float)
     ppo_args.add_argument("--max-grad-norm", type=finite_float)
     ppo_args.add_argument("--normalize-advantages", action=flag)

@@ -1,0 +1,81 @@
+"""Exploration of the env's rare action (``--explore-share``, TrainConfig.explore_share): where
+the env's ``exploration_target`` is in reach, the rollout takes its action with the given
+probability instead of the policy's sample, stores the policy's own log-probability of it, and
+counts it; nowhere else does anything change. On the toy corridor, whose target is the siphon
+wherever it is legal (cell 2, once)."""
+
+import re
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from envs.toy import corridor
+from purejaxrl import ppo
+from purejaxrl.config import ConfigError, validate_config
+from purejaxrl.networks import log_prob_of
+from tests.trainer.toy_run import CONFIG
+
+# Enough steps that random play walks onto cell 2 often: 16 envs x 16 steps.
+EXPLORING = CONFIG.replace(num_envs=16, num_steps=16, explore_share=1.0)
+
+
+def rollout(config):
+    env, env_params, network, optimizer, components = ppo.build(config)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    _, transitions, stats, _, _ = jax.jit(lambda r: ppo.collect_rollout(
+        r, config, env, env_params, network, components))(runner)
+    return env, network, runner.params, transitions, stats
+
+
+def test_every_offered_state_takes_the_target_with_the_policys_own_log_probability():
+    """Share 1: at every stored state where the siphon is legal the action is the siphon, and
+    only there does the rollout count an explored action; the stored log-probability of every
+    action, explored or sampled, is the network's at that state, so the update's ratio starts
+    at 1 for it; no masked action is taken."""
+    env, network, params, transitions, stats = rollout(EXPLORING)
+    offered, target = env.exploration_target(transitions.obs)
+    offered = np.asarray(offered)
+    actions = np.asarray(transitions.action)
+    assert offered.sum() >= 4  # the test sees the rule at work
+    assert np.all(actions[offered] == corridor.SIPHON)
+    assert np.all(np.asarray(target) == corridor.SIPHON)
+    explored = np.asarray(stats["explored_actions"])
+    np.testing.assert_array_equal(explored, offered.astype(np.float32))
+    logits = jax.vmap(lambda obs: ppo.apply_step(network, params, None, obs, None)[1])(
+        transitions.obs)
+    expected = log_prob_of(logits, transitions.mask, transitions.action)
+    np.testing.assert_allclose(np.asarray(transitions.log_prob), np.asarray(expected),
+                               rtol=1e-6, atol=1e-6)
+    assert float(np.sum(stats["masked_actions_sampled"])) == 0
+
+
+def test_a_share_explores_about_that_share_of_the_offered_states():
+    """Share 0.5: about half the offered states take the siphon for the policy (the untrained
+    policy's own siphons come on top of those, never counted as explored)."""
+    env, _, _, transitions, stats = rollout(EXPLORING.replace(explore_share=0.5))
+    offered = np.asarray(env.exploration_target(transitions.obs)[0])
+    explored = np.asarray(stats["explored_actions"]).astype(bool)
+    assert not np.any(explored & ~offered)
+    assert np.all(np.asarray(transitions.action)[explored] == corridor.SIPHON)
+    assert 0.25 < explored.sum() / offered.sum() < 0.75, (explored.sum(), offered.sum())
+
+
+@pytest.mark.parametrize("share, env, message", [
+    (1.5, "toy", "--explore-share must be in [0, 1]"),
+    (0.1, "CartPole-v1", "--explore-share needs an env with an exploration_target"),
+])
+def test_a_share_out_of_range_or_without_a_target_is_refused(share, env, message):
+    """A share outside [0, 1], or an env without ``exploration_target``, is a ConfigError
+    before any work."""
+    config = (CONFIG if env == "toy" else ppo.config_for_env(env)).replace(explore_share=share)
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        validate_config(config)
+        ppo.build(config)
+
+
+def test_without_exploration_nothing_is_counted():
+    """Share 0 (the default): no action is explored."""
+    *_, stats = rollout(EXPLORING.replace(explore_share=0.0))
+    assert float(jnp.sum(stats["explored_actions"])) == 0
