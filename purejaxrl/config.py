@@ -252,7 +252,11 @@ class TrainConfig:
 
 
 DISTILL_LEAVES = ("game", "value")
-DISTILL_WHERE = ("always", "acquire")
+# Where a search's prior is opened (its uniform share) and, for distillation, where the
+# teacher labels: every state, or where the env's search hooks say a program can be acquired
+# (``acquisition_in_reach``). Distillation's --distill-where and evaluate.py's
+# --search-prior-mix-where.
+SEARCH_WHERE = ("always", "acquire")
 
 # Fields that take an int or None (the default None means "off" or "the whole"): a
 # checkpoint's config may hold either.
@@ -469,8 +473,8 @@ def validate_config(config: TrainConfig) -> None:
                  f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
         need(config.distill_leaf in DISTILL_LEAVES,
              f"--distill-leaf must be one of {DISTILL_LEAVES}, got {config.distill_leaf!r}")
-        need(config.distill_where in DISTILL_WHERE,
-             f"--distill-where must be one of {DISTILL_WHERE}, got {config.distill_where!r}")
+        need(config.distill_where in SEARCH_WHERE,
+             f"--distill-where must be one of {SEARCH_WHERE}, got {config.distill_where!r}")
         need(isinstance(config.distill_prior_mix, (int, float))
              and 0.0 <= config.distill_prior_mix <= 1.0,
              f"--distill-prior-mix must be in [0, 1], got {config.distill_prior_mix!r}")

@@ -34,7 +34,9 @@
 #   python3 -m pip download --no-deps --only-binary=:all: --python-version 3.12 -d .whl \
 #     gymnax==1.0.1 mctx==0.0.71 gymnasium==1.3.0 farama-notifications==0.0.6
 # ENV_COUNTS overrides the env counts (default
-# "2048 8192 32768 65536"; --num-seeds runs at the first), REPEATS the timed repeats (default
+# "2048 8192 32768 65536 131072": with the rollout stored as int8 counts an update at 65536
+# envs needs about 19 GB of XLA temporaries, so 131072 should fit an H100 (SPEC §4.7);
+# --num-seeds runs at the first), REPEATS the timed repeats (default
 # 5), PROFILE_ENVS the profile's batch (default 32768), PYTHON the interpreter (python3).
 set -uo pipefail
 
@@ -62,7 +64,7 @@ if compgen -G ".whl/*.whl" > /dev/null; then
 else
   export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 fi
-env_counts=${ENV_COUNTS:-2048 8192 32768 65536}
+env_counts=${ENV_COUNTS:-2048 8192 32768 65536 131072}
 repeats=${REPEATS:-5}
 case "$part" in
   learn) limit=${STEP_LIMIT_S:-560} ;;

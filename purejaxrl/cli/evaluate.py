@@ -20,10 +20,10 @@ import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
 from purejaxrl.cli.parsing import ArgumentParser, name_list
-from purejaxrl.cli import evaluate_search
 
 choose_platforms()  # before anything imports JAX
 
+from purejaxrl.cli import evaluate_search  # noqa: E402 (imports JAX)
 from purejaxrl.config import REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 

@@ -11,6 +11,7 @@ import sys
 import time
 
 from purejaxrl.cli.parsing import finite_float
+from purejaxrl.config import SEARCH_WHERE
 
 
 def bonus_pair(text: str) -> tuple:
@@ -29,9 +30,6 @@ def bonus_pair(text: str) -> tuple:
 # The game's leaf values (the env's search hooks), and the checkpoint's critic.
 LEAVES = ("exit", "rollout", "zero", "value")
 VALUE_LEAF = "value"
-# Where the prior's uniform share applies: every node, or where the game's search hooks say a
-# program can be acquired (``acquisition_in_reach``).
-MIX_WHERE = ("always", "acquire")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -58,7 +56,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "legal actions (default), or over the env's action groups, the "
                         "network's odds kept inside each group (rows search-N-ppo-gmixP; "
                         "envs with action groups)")
-    search.add_argument("--search-prior-mix-where", choices=MIX_WHERE, default="always",
+    search.add_argument("--search-prior-mix-where", choices=SEARCH_WHERE, default="always",
                         help="the nodes where --search-prior-mix applies: always (default), "
                         "or acquire: only where a siphon now would acquire a program not "
                         "owned, seen from the observation, so that every other move stays "

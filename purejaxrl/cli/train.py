@@ -41,7 +41,7 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
-                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_WHERE,
+                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, SEARCH_WHERE,
                               ENCODER_CHOICES, RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, validate_config, validate_run_options)
@@ -171,7 +171,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the teacher's objective and leaf values: game (the env's own: "
                               "stage points, exit distance; default) or value (the network's "
                               "training return, its critic as leaf value)")
-    distill.add_argument("--distill-where", choices=DISTILL_WHERE,
+    distill.add_argument("--distill-where", choices=SEARCH_WHERE,
                          help="the states the teacher labels: always (every env's, default) "
                               "or acquire (only where a siphon would acquire a program; envs "
                               "whose search hooks have acquisition_in_reach)")
