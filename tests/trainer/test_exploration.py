@@ -15,18 +15,16 @@ from envs.toy import corridor
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, validate_config
 from purejaxrl.networks import log_prob_of
-from tests.trainer.toy_run import CONFIG
+from tests.trainer.toy_run import CONFIG, rollout_setup
 
 # Enough steps that random play walks onto cell 2 often: 16 envs x 16 steps.
 EXPLORING = CONFIG.replace(num_envs=16, num_steps=16, explore_share=1.0)
 
 
 def rollout(config):
-    env, env_params, network, optimizer, components = ppo.build(config)
-    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
-    _, transitions, stats, _, _ = jax.jit(lambda r: ppo.collect_rollout(
-        r, config, env, env_params, network, components))(runner)
-    return env, network, runner.params, transitions, stats
+    setup = rollout_setup(config)
+    _, transitions, stats, _, _ = setup["collect"](setup["runner"])
+    return setup["env"], setup["network"], setup["runner"].params, transitions, stats
 
 
 def test_every_offered_state_takes_the_target_with_the_policys_own_log_probability():

@@ -6,8 +6,6 @@ The toy corridor stored two ways side by side from the same runner: as it is, an
 features as int8 counts (cells out of ``EXIT_CELL``), an encoding the network would misread
 if the loss forgot to expand it."""
 
-import functools
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +16,7 @@ from purejaxrl import ppo
 from purejaxrl.config import TrainConfig
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import make_network
-from tests.trainer.toy_run import assert_trees_equal
+from tests.trainer.toy_run import assert_trees_equal, jitted_collect
 
 CONFIG = TrainConfig(env="toy", num_envs=4, num_steps=12, max_episode_steps=5, hidden_width=16,
                      hidden_depth=1, num_minibatches=1, update_epochs=1, total_timesteps=48,
@@ -36,12 +34,6 @@ class StoredAsCounts(ToyCorridor):
         return stored.replace(features=stored.features.astype(jnp.float32) / SCALES)
 
 
-def collect(env, network, runner, env_params, components):
-    return jax.jit(functools.partial(ppo.collect_rollout, config=CONFIG, env=env,
-                                     env_params=env_params, network=network,
-                                     reward_components=components))(runner)
-
-
 def test_a_compact_rollout_expands_to_the_plain_one_and_gives_the_same_loss():
     plain_env, env_params, plain_network, optimizer, components = ppo.build(CONFIG)
     counts = StoredAsCounts()
@@ -50,8 +42,10 @@ def test_a_compact_rollout_expands_to_the_plain_one_and_gives_the_same_loss():
     counts_network = make_network(CONFIG, counts_env)
     runner = ppo.init_runner_state(CONFIG, plain_env, env_params, plain_network, optimizer,
                                    len(components))
-    _, plain, *_ = collect(plain_env, plain_network, runner, env_params, components)
-    _, stored, *_ = collect(counts_env, counts_network, runner, env_params, components)
+    _, plain, *_ = jitted_collect(CONFIG, plain_env, env_params, plain_network,
+                                  components)(runner)
+    _, stored, *_ = jitted_collect(CONFIG, counts_env, env_params, counts_network,
+                                   components)(runner)
 
     # Stored in the env's form; everything else about the rollout is unchanged.
     assert stored.obs.features.dtype == jnp.int8

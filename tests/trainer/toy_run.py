@@ -38,8 +38,13 @@ def rollout_setup(config: TrainConfig) -> dict:
     the first update, and ``collect``, ``ppo.collect_rollout`` jitted for ``config``."""
     env, env_params, network, optimizer, components = ppo.build(config)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
-    collect = jax.jit(functools.partial(ppo.collect_rollout, config=config, env=env,
-                                        env_params=env_params, network=network,
-                                        reward_components=components))
     return dict(env=env, env_params=env_params, network=network, components=components,
-                runner=runner, collect=collect)
+                runner=runner, collect=jitted_collect(config, env, env_params, network,
+                                                      components))
+
+
+def jitted_collect(config: TrainConfig, env, env_params, network, components):
+    """``ppo.collect_rollout`` jitted for ``config`` and ``env``: runner -> its outputs."""
+    return jax.jit(functools.partial(ppo.collect_rollout, config=config, env=env,
+                                     env_params=env_params, network=network,
+                                     reward_components=components))
