@@ -70,7 +70,7 @@ def summarize_chunk(metrics: UpdateMetrics, env: TrainerEnv, batch_size: int) ->
         "breakdown": breakdown, **env_totals}))
     record["actions/masked_sampled"] = float(total("masked_actions_sampled"))
     record["curriculum/episodes"] = float(total("curriculum_episodes"))
-    record["actions/explored"] = float(total("explored_actions"))
+    record["actions/explored_fraction"] = _ratio(total("explored_actions"), steps)
     for field in _LOSS_FIELDS:
         values = np.asarray(getattr(metrics, field))[active]
         if field.startswith("distill_") and not values.any():

@@ -11,9 +11,12 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
+from envs import registry
 from envs.toy import corridor
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, validate_config
+from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.logger import summarize_chunk
 from purejaxrl.networks import log_prob_of
 from tests.trainer.toy_run import CONFIG, rollout_setup
 
@@ -77,3 +80,15 @@ def test_without_exploration_nothing_is_counted():
     """Share 0 (the default): no action is explored."""
     *_, stats = rollout(EXPLORING.replace(explore_share=0.0))
     assert float(jnp.sum(stats["explored_actions"])) == 0
+
+
+def test_the_record_gives_the_explored_share_of_the_env_steps():
+    """``actions/explored_fraction``: explored actions over the chunk's env steps (two active
+    updates of 32 steps, 8 and 4 explored: 12 / 64)."""
+    toy = TrainerEnv(*registry.make("toy"))
+    update = ppo.UpdateMetrics.zeros(toy).replace(active=jnp.float32(1.0))
+    chunk = jax.tree.map(lambda x: np.stack([np.asarray(x)] * 3), update)
+    chunk = chunk.replace(explored_actions=np.array([8.0, 4.0, 5.0], np.float32),
+                          active=np.array([1.0, 1.0, 0.0], np.float32))
+    record = summarize_chunk(chunk, toy, batch_size=32)
+    assert record["actions/explored_fraction"] == 12 / 64
