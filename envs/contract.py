@@ -174,6 +174,13 @@ def _check_hooks(env, params, obs, state, actions: int) -> None:
         check_action_groups(env.action_groups, actions)
 
 
+def _explored_legality(env, obs, mask):
+    """(offered, legal) per env of a batch: whether ``exploration_target`` offers its action,
+    and whether ``mask`` (the batch's action masks) allows that action."""
+    offered, target = jax.vmap(env.exploration_target)(obs)
+    return offered, jnp.take_along_axis(mask, target[:, None], axis=1)[:, 0]
+
+
 def check_action_groups(groups, actions: int) -> None:
     """``groups`` names kinds of action that partition ``range(actions)``: every action in
     exactly one group, no group empty, no name twice (the group marginals then sum to 1)."""
@@ -219,7 +226,8 @@ def check_env_contract(env, params, *, num_envs: int = 4, num_steps: int = 32,
             legal = jnp.take_along_axis(mask, action[:, None], axis=1)[:, 0]
             info = out[5]
             derived = {
-                "exploration": (jax.vmap(env.exploration_target)(obs)
+                # (offered, whether the offered action is legal) per env
+                "exploration": (_explored_legality(env, obs, mask)
                                 if hasattr(env, "exploration_target") else None),
                 "metrics": {m.name: jax.vmap(m.value)(obs, action, info)
                             for m in getattr(env, "metrics", ())},
@@ -237,11 +245,9 @@ def check_env_contract(env, params, *, num_envs: int = 4, num_steps: int = 32,
     assert len(traces) == 1, f"step was traced {len(traces)} times"
     assert bool(np.all(legal)), "random legal play chose a masked action"
     if derived["exploration"] is not None:
-        offered, target = derived["exploration"]
-        masks = jax.vmap(jax.vmap(lambda o: _mask(env, o, actions)))(before)
-        chosen = np.take_along_axis(np.asarray(masks), np.asarray(target)[..., None], -1)[..., 0]
+        offered, target_legal = derived["exploration"]
         assert offered.dtype == np.bool_ and offered.shape == (num_steps, num_envs), offered
-        assert np.all(chosen | ~offered), "exploration_target offered a masked action"
+        assert np.all(target_legal | ~offered), "exploration_target offered a masked action"
     assert bool(np.all(np.any(derived["next_mask"], axis=-1))), "a step left an empty mask"
     batch = (num_steps, num_envs)
     assert reward.shape == batch and reward.dtype == np.float32, (reward.shape, reward.dtype)
