@@ -43,7 +43,7 @@ def make(env_id: str, **options):
     """(env, its default params). ``options`` are training options (``TrainConfig``'s
     reward_shaping, close_undo_exploit, undo_pays_once, start_programs, start_programs_share,
     start_programs_pool, program_potential, program_potential_pool, program_block_pool,
-    program_block_share):
+    program_block_share, explore_pool):
     each env receives those it names in ``training_options`` and ignores the rest. An unknown
     id, or a gymnax env whose actions are not discrete, raises ``UnknownEnvError``."""
     if env_id in OWN_ENVS:

@@ -132,6 +132,9 @@ class TrainConfig:
     # action sampled 1e-4 of the time is too small to escape from. The critic learns from the
     # mixed behaviour. Evaluation never forces anything. 0: off.
     explore_share: float = struct.field(pytree_node=False, default=0.0)
+    # The programs that exploration acquires (HackMatrix ``explore_pool``: names the env
+    # knows; empty: all of them).
+    explore_pool: tuple = struct.field(pytree_node=False, default=())
     vf_coef: float = struct.field(pytree_node=False, default=0.5)
     max_grad_norm: float = struct.field(pytree_node=False, default=0.5)
     normalize_advantages: bool = struct.field(pytree_node=False, default=True)
@@ -228,7 +231,8 @@ class TrainConfig:
         reward (the start-programs and program-block curricula and the program shaping are
         training only, so evaluation's returns compare with every other policy's)."""
         return self.replace(start_programs=0, start_programs_pool=(), program_potential=0.0,
-                            program_potential_pool=(), program_block_pool=())
+                            program_potential_pool=(), program_block_pool=(),
+                            explore_pool=())
 
     def to_dict(self) -> dict:
         """The fields as JSON holds them (a tuple of names is a list), as a checkpoint's
@@ -275,9 +279,11 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "start_programs_share": 0.5, "start_programs_pool": [],
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
-                      "program_block_pool": [], "program_block_share": 0.5}
+                      "program_block_pool": [], "program_block_share": 0.5,
+                      "explore_pool": []}
 # Fields that hold a tuple of names (a list in JSON).
-NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool")
+NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
+                    "explore_pool")
 
 
 @dataclasses.dataclass
@@ -452,11 +458,14 @@ def validate_config(config: TrainConfig) -> None:
          f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
     for flag, pool in (("--start-programs-pool", config.start_programs_pool),
                        ("--program-potential-pool", config.program_potential_pool),
-                       ("--program-block-pool", config.program_block_pool)):
+                       ("--program-block-pool", config.program_block_pool),
+                       ("--explore-pool", config.explore_pool)):
         need(isinstance(pool, tuple) and all(isinstance(name, str) for name in pool),
              f"{flag} must be program names, got {pool!r}")
     need(not config.program_potential_pool or config.program_potential > 0,
          "--program-potential-pool needs --program-potential C > 0 (the potential per program)")
+    need(not config.explore_pool or config.explore_share > 0,
+         "--explore-pool needs --explore-share P > 0 (the share it explores)")
     need(not config.start_programs_pool or config.start_programs > 0,
          "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
     for flag, share in (("--start-programs-share", config.start_programs_share),

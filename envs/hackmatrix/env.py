@@ -70,6 +70,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     ``program_block_pool`` (program names; empty: off, the default) makes a share
     ``program_block_share`` of generated stage boards hold a visible block of one of its
     programs as the block nearest the player (a curriculum; ``training.plant_program_block``);
+    ``explore_pool`` (program names; empty: all 23) narrows ``exploration_target`` to the
+    siphons that would acquire one of its programs (the trainer's ``--explore-share``);
     slot capacities.
     """
 
@@ -79,7 +81,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
                         "start_programs", "start_programs_share", "start_programs_pool",
                         "program_potential", "program_potential_pool", "program_block_pool",
-                        "program_block_share")
+                        "program_block_share", "explore_pool")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -89,6 +91,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  start_programs_share: float = 0.5, start_programs_pool: tuple[str, ...] = (),
                  program_potential: float = 0.0, program_potential_pool: tuple[str, ...] = (),
                  program_block_pool: tuple[str, ...] = (), program_block_share: float = 0.5,
+                 explore_pool: tuple[str, ...] = (),
                  max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
@@ -104,6 +107,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self._potential_pool_indices = _program_indices(program_potential_pool,
                                                         "program_potential_pool")
         self._block_pool_indices = _program_indices(program_block_pool, "program_block_pool")
+        self._explore_pool_indices = _program_indices(explore_pool, "explore_pool")
         if not 0.0 <= program_block_share <= 1.0:
             raise ValueError(f"program_block_share must be in [0, 1], got {program_block_share}")
         if start_programs_pool and start_programs > len(start_programs_pool):
@@ -121,6 +125,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.program_potential_pool = tuple(program_potential_pool)
         self.program_block_pool = tuple(program_block_pool)
         self.program_block_share = float(program_block_share)
+        self.explore_pool = tuple(explore_pool)
         # info["reward_breakdown"] keys, in summing order.
         self.reward_components = REWARD_COMPONENTS + (
             (training.PROGRAM_SHAPING,) if self.program_potential else ())
@@ -133,7 +138,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
                 self.start_programs, self.start_programs_share, self.start_programs_pool,
                 self.program_potential, self.program_potential_pool,
-                self.program_block_pool, self.program_block_share, self.max_enemies,
+                self.program_block_pool, self.program_block_share, self.explore_pool,
+                self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -372,8 +378,11 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         """A siphon that would acquire a program not owned (``search_hooks.
         acquisition_in_reach``): a trained policy all but never takes it (SPEC §4.4), so
         ``--explore-share`` takes it for the policy in a share of the states where it is in
-        reach."""
-        return self.search_hooks.acquisition_in_reach(obs), jnp.int32(ACTION_SIPHON)
+        reach (of the ``explore_pool`` programs only, where one is given)."""
+        wanted = None
+        if self.explore_pool:
+            wanted = jnp.isin(jnp.arange(N_PROGRAMS), jnp.array(self._explore_pool_indices))
+        return self.search_hooks.acquisition_in_reach(obs, wanted), jnp.int32(ACTION_SIPHON)
 
     def heuristic_policy(self, key, obs, state: EnvState):
         return baselines.heuristic_policy(key, obs, state)

@@ -140,18 +140,22 @@ def program_bonus(bonuses: dict):
     return value
 
 
-def acquisition_in_reach(obs: Observation) -> jax.Array:
+def acquisition_in_reach(obs: Observation, wanted_programs=None) -> jax.Array:
     """A siphon now would acquire a program the player does not own: the siphon is legal and
     the siphon cross (the player's cell and its 4 orthogonal neighbours, game-rules §2) holds
     an unsiphoned block whose program the observation shows (a question block shows none).
-    Observation only, so every world of a fair search agrees on it."""
+    ``wanted_programs`` (bool[23], ``constants.PROGRAM_NAMES`` order; None: all) narrows the
+    programs that count. Observation only, so every world of a fair search agrees on it."""
     row = jnp.round(obs.player[0] * (GRID - 1))
     col = jnp.round(obs.player[1] * (GRID - 1))
     rows = jnp.arange(GRID)[:, None]
     cols = jnp.arange(GRID)[None, :]
     cross = (jnp.abs(rows - row) + jnp.abs(cols - col)) <= 1
     programs = obs.grid[..., CH_BLOCK_PROGRAM_TYPE:CH_BLOCK_PROGRAM_TYPE + len(PROGRAM_NAMES)]
-    wanted = jnp.sum(programs * (obs.programs == 0), axis=-1) > 0
+    not_owned = obs.programs == 0
+    if wanted_programs is not None:
+        not_owned = not_owned & wanted_programs
+    wanted = jnp.sum(programs * not_owned, axis=-1) > 0
     unsiphoned = obs.grid[..., CH_BLOCK_SIPHONED] == 0
     return obs.action_mask[ACTION_SIPHON] & jnp.any(cross & wanted & unsiphoned)
 

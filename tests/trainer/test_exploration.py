@@ -92,3 +92,26 @@ def test_the_record_gives_the_explored_share_of_the_env_steps():
                           active=np.array([1.0, 1.0, 0.0], np.float32))
     record = summarize_chunk(chunk, toy, batch_size=32)
     assert record["actions/explored_fraction"] == 12 / 64
+
+
+def test_the_explore_pool_travels_from_the_command_line_to_the_env():
+    """``--explore-pool NAMES`` reaches HackMatrix's ``explore_pool``; it needs a share to
+    narrow, an env that takes it (the toy has no programs), and program names; a checkpoint
+    that predates it reads back with no pool (all programs, as it explored)."""
+    from purejaxrl.cli.train import build_parser
+    from purejaxrl.config import TrainConfig
+    args = build_parser().parse_args(["--explore-share", "0.25", "--explore-pool", "reset"])
+    assert args.explore_pool == ("reset",)
+    config = TrainConfig(explore_share=0.25, explore_pool=("reset",))
+    env, _ = ppo.make_env(config)
+    assert env.env.explore_pool == ("reset",)
+    assert TrainConfig.from_dict(config.to_dict()) == config
+    older = config.to_dict()
+    del older["explore_pool"]
+    assert TrainConfig.from_dict(older).explore_pool == ()
+    with pytest.raises(ConfigError, match=re.escape("--explore-pool needs --explore-share")):
+        validate_config(TrainConfig(explore_pool=("reset",)))
+    with pytest.raises(ConfigError, match="--explore-pool needs an env that takes it"):
+        ppo.make_env(CONFIG.replace(explore_pool=("reset",)))
+    with pytest.raises(ConfigError, match="explore_pool must name distinct programs"):
+        ppo.make_env(config.replace(explore_pool=("resett",)))

@@ -507,6 +507,20 @@ def test_acquisition_in_reach_is_a_siphon_that_would_take_a_program_not_owned():
         assert not bool(reach(state)), name
 
 
+def test_the_explore_pool_narrows_the_exploration_target_to_its_programs():
+    """``HackMatrix(explore_pool=NAMES)``: the exploration target is the acquiring siphon of a
+    pool program only (``acquisition_in_reach``'s ``wanted_programs``); the warp block above
+    the player is a target with no pool or a pool naming warp, and none with a pool of reset;
+    the action is the siphon either way."""
+    obs = build_observation(acquiring_board())
+    for pool, offered in (((), True), (("warp", "reset"), True), (("reset",), False)):
+        reach, action = jax.jit(HackMatrix(explore_pool=pool).exploration_target)(obs)
+        assert bool(reach) == offered, pool
+        assert int(action) == search_hooks.ACTION_SIPHON
+    with pytest.raises(ValueError, match="explore_pool must name distinct programs"):
+        HackMatrix(explore_pool=("resett",))
+
+
 def test_program_bonus_is_the_sum_over_the_programs_owned():
     """``search_hooks.program_bonus``: the bonuses of the owned programs add up; programs not
     named, or named but not owned, add nothing; an unknown name is refused at once."""
