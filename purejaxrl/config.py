@@ -135,6 +135,9 @@ class TrainConfig:
     # The programs that exploration acquires (HackMatrix ``explore_pool``: names the env
     # knows; empty: all of them).
     explore_pool: tuple = struct.field(pytree_node=False, default=())
+    # Anneal that share linearly to 0 over the run (as --anneal-lr does the learning rate), so
+    # the last updates are on-policy again.
+    explore_anneal: bool = struct.field(pytree_node=False, default=False)
     vf_coef: float = struct.field(pytree_node=False, default=0.5)
     max_grad_norm: float = struct.field(pytree_node=False, default=0.5)
     normalize_advantages: bool = struct.field(pytree_node=False, default=True)
@@ -280,7 +283,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5,
-                      "explore_pool": []}
+                      "explore_pool": [], "explore_anneal": False}
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
                     "explore_pool")
@@ -464,6 +467,8 @@ def validate_config(config: TrainConfig) -> None:
              f"{flag} must be program names, got {pool!r}")
     need(not config.program_potential_pool or config.program_potential > 0,
          "--program-potential-pool needs --program-potential C > 0 (the potential per program)")
+    need(not config.explore_anneal or config.explore_share > 0,
+         "--explore-anneal needs --explore-share P > 0 (the share it anneals from)")
     need(not config.explore_pool or config.explore_share > 0,
          "--explore-pool needs --explore-share P > 0 (the share it explores)")
     need(not config.start_programs_pool or config.start_programs > 0,

@@ -434,7 +434,15 @@ def episode_starts(runner: RunnerState) -> jax.Array | None:
     return None if runner.hidden is None else runner.episode.lengths == 0
 
 
-def explore(env, obs, sampled: jax.Array, action_keys: jax.Array, share: float):
+def exploration_share(config: TrainConfig, update_step: jax.Array) -> jax.Array:
+    """``explore_share``, or with ``explore_anneal`` that share times the part of the run
+    still to come (1 at the first update, 0 after the last)."""
+    if not config.explore_anneal:
+        return jnp.float32(config.explore_share)
+    return config.explore_share * (1.0 - update_step / config.num_updates)
+
+
+def explore(env, obs, sampled: jax.Array, action_keys: jax.Array, share):
     """(actions, explored): where the env's exploration target is in reach, its action with
     probability ``share`` instead of the policy's ``sampled`` one. The draw comes from a key
     folded from each env's action key, so a run without exploration keeps its key streams."""
@@ -464,7 +472,8 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         action = jax.vmap(sample_masked)(action_keys, logits, mask)
         explored = jnp.zeros(action.shape, bool)
         if config.explore_share > 0:
-            action, explored = explore(env, obs, action, action_keys, config.explore_share)
+            action, explored = explore(env, obs, action, action_keys,
+                                       exploration_share(config, runner.update_step))
         # The policy's own log-probability, also of an explored action (config.explore_share).
         log_prob = log_prob_of(logits, mask, action)
         next_obs, env_state, reward, terminated, truncated, info = jax.vmap(

@@ -57,7 +57,7 @@ _CONFIG_FLAGS = (
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
     "gamma", "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "group_entropy_coef",
-    "explore_share", "explore_pool", "vf_coef", "max_grad_norm",
+    "explore_share", "explore_pool", "explore_anneal", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
@@ -151,6 +151,9 @@ def build_parser() -> argparse.ArgumentParser:
                           help="(HackMatrix) --explore-share takes only the siphons that would "
                           "acquire one of these programs, comma-separated (e.g. reset; "
                           "default: all 23)")
+    ppo_args.add_argument("--explore-anneal", action=flag,
+                          help="anneal --explore-share linearly to 0 over the run (default: "
+                          "constant)")
     ppo_args.add_argument("--vf-coef", type=finite_float)
     ppo_args.add_argument("--max-grad-norm", type=finite_float)
     ppo_args.add_argument("--normalize-advantages", action=flag)

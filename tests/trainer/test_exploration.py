@@ -76,6 +76,28 @@ def test_a_share_out_of_range_or_without_a_target_is_refused(share, env, message
         ppo.build(config)
 
 
+def test_an_annealed_share_falls_linearly_to_zero_over_the_run():
+    """``--explore-anneal``: the share at update u of U is share * (1 - u / U): every offered
+    state explored at the first update, about half at the middle one, none after the last;
+    the same compiled rollout serves every update (the share is computed, not baked in)."""
+    config = EXPLORING.replace(explore_anneal=True,
+                               total_timesteps=8 * EXPLORING.num_envs * EXPLORING.num_steps)
+    setup = rollout_setup(config)
+    updates = config.num_updates
+    assert updates >= 2
+    fractions = []
+    for update_step in (0, updates // 2, updates):
+        runner = setup["runner"].replace(update_step=jnp.int32(update_step))
+        _, transitions, stats, _, _ = setup["collect"](runner)
+        offered = np.asarray(setup["env"].exploration_target(transitions.obs)[0])
+        fractions.append(np.asarray(stats["explored_actions"]).sum() / offered.sum())
+    assert fractions[0] == 1.0 and fractions[2] == 0.0, fractions
+    assert abs(fractions[1] - (1 - (updates // 2) / updates)) < 0.25, fractions
+    assert setup["collect"]._cache_size() == 1
+    with pytest.raises(ConfigError, match=re.escape("--explore-anneal needs --explore-share")):
+        validate_config(CONFIG.replace(explore_anneal=True))
+
+
 def test_without_exploration_nothing_is_counted():
     """Share 0 (the default): no action is explored."""
     *_, stats = rollout(EXPLORING.replace(explore_share=0.0))
