@@ -17,10 +17,13 @@ from flax import struct
 
 from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
 from envs.registry import DEFAULT_ENV, OWN_ENVS
+from purejaxrl.networks import ATTENTION_HEADS
 
 REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
-ENCODER_CHOICES = ("flat", "egocentric", "cnn")
+ENCODER_CHOICES = ("flat", "egocentric", "attention", "cnn")
+# The encoders that read the env's board view (``board_view``).
+BOARD_ENCODERS = ("egocentric", "attention")
 COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
 RECURRENT_CORE_CHOICES = ("none", "gru")
 
@@ -526,6 +529,9 @@ def validate_config(config: TrainConfig) -> None:
          f"--encoder must be one of {ENCODER_CHOICES}, got {config.encoder!r}")
     need(isinstance(config.cell_features, int) and config.cell_features >= 1,
          f"--cell-features must be a positive integer, got {config.cell_features!r}")
+    need(config.encoder != "attention" or config.cell_features % ATTENTION_HEADS == 0,
+         f"--cell-features {config.cell_features} must be a multiple of the attention "
+         f"encoder's {ATTENTION_HEADS} heads (e.g. 32)")
     need(config.activation in ACTIVATION_CHOICES,
          f"--activation must be one of {ACTIVATION_CHOICES}, got {config.activation!r}")
     need(config.compute_dtype in COMPUTE_DTYPE_CHOICES,

@@ -13,6 +13,13 @@ env's hooks (``env_protocol.TrainerEnv``), never its fields:
   are relative to the player, so a pattern such as "the exit is one cell up" or "an enemy is in
   my column" has one set of weights wherever the player stands (as in Craftax's and NetHack's
   player-centred views).
+* ``attention``: the same board view as tokens, one per cell: each cell's features embedded
+  by a shared dense layer of ``cell_features`` units, plus a learned embedding of the cell's
+  offset from the player (the egocentric prior) and one of its place on the board (the
+  edges); ``ATTENTION_LAYERS`` pre-norm transformer blocks (``ATTENTION_HEADS``-head
+  self-attention over the H x W cells, then a two-layer MLP, each residual), so that a cell's
+  features can depend on any other cell (an enemy behind a block, the exit past a wall) before
+  the torso; the tokens flattened next to the view's other features.
 * ``cnn``: for image observations [H, W, C] (MinAtar): one 3x3 convolution of
   ``CNN_CHANNELS`` channels (MinAtar's network), flattened.
 
@@ -44,6 +51,9 @@ MASKED_LOGIT = -1e9
 _ACTIVATIONS = {"tanh": nn.tanh, "relu": nn.relu}
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
 CNN_CHANNELS = 16
+# The attention encoder's shape; its token width is ``cell_features`` (a multiple of the heads).
+ATTENTION_HEADS = 4
+ATTENTION_LAYERS = 2
 
 
 def _dense(features: int, scale: float, dtype) -> nn.Dense:
@@ -132,6 +142,43 @@ class EgocentricEncoder(nn.Module):
                                + [feature.astype(dtype) for feature in view.features], axis=-1)
 
 
+class AttentionEncoder(nn.Module):
+    """Board cells as tokens with self-attention between them (the module docstring's
+    ``attention``): f32[..., H * W * cell_features + the view's other features]."""
+
+    cell_features: int
+    activation: str
+    dtype: str
+
+    @nn.compact
+    def __call__(self, view: BoardView):
+        dtype = _DTYPES[self.dtype]
+        height, width = view.grid.shape[-3:-1]
+        lead = view.row.shape
+        cells = height * width
+        tokens = _dense(self.cell_features, np.sqrt(2), dtype)(view.grid.astype(dtype))
+        tokens = tokens.reshape(lead + (cells, self.cell_features))
+        rows, cols = np.arange(cells) // width, np.arange(cells) % width
+        offsets = ((rows - view.row[..., None] + height - 1) * (2 * width - 1)
+                   + cols - view.col[..., None] + width - 1)
+        embedding_init = nn.initializers.normal(0.02)
+        relative = nn.Embed(window_size(height, width)[0] * window_size(height, width)[1],
+                            self.cell_features, embedding_init=embedding_init, dtype=dtype,
+                            param_dtype=jnp.float32)(offsets)
+        absolute = self.param("cell_position", embedding_init, (cells, self.cell_features))
+        x = tokens + relative + absolute.astype(dtype)
+        for _ in range(ATTENTION_LAYERS):
+            y = nn.LayerNorm(dtype=dtype, param_dtype=jnp.float32)(x)
+            x = x + nn.MultiHeadDotProductAttention(
+                num_heads=ATTENTION_HEADS, dtype=dtype, param_dtype=jnp.float32)(y)
+            y = nn.LayerNorm(dtype=dtype, param_dtype=jnp.float32)(x)
+            y = _ACTIVATIONS[self.activation](_dense(2 * self.cell_features, np.sqrt(2),
+                                                     dtype)(y))
+            x = x + _dense(self.cell_features, 1.0, dtype)(y)
+        return jnp.concatenate([x.reshape(lead + (-1,))]
+                               + [feature.astype(dtype) for feature in view.features], axis=-1)
+
+
 class ConvEncoder(nn.Module):
     """Image observations [..., H, W, C]: one 3x3 convolution (MinAtar's network), flattened."""
 
@@ -151,10 +198,13 @@ class ConvEncoder(nn.Module):
 def encode_observation(module: nn.Module, obs) -> jax.Array:
     """The features of ``obs`` under ``module.encoder``. Called inside a network's compact
     ``__call__``, so the encoder is that network's submodule (``EgocentricEncoder_0`` or
-    ``ConvEncoder_0``: the names checkpoints hold)."""
+    ``AttentionEncoder_0`` or ``ConvEncoder_0``: the names checkpoints hold)."""
     if module.encoder == "egocentric":
         return EgocentricEncoder(module.cell_features, module.activation,
                                  module.compute_dtype)(module.env.board_view(obs))
+    if module.encoder == "attention":
+        return AttentionEncoder(module.cell_features, module.activation,
+                                module.compute_dtype)(module.env.board_view(obs))
     if module.encoder == "cnn":
         return ConvEncoder(module.activation, module.compute_dtype)(obs)
     return module.env.flat_observation(obs).astype(_DTYPES[module.compute_dtype])

@@ -36,7 +36,7 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from envs import registry
-from purejaxrl.config import ConfigError, TrainConfig, env_defaults
+from purejaxrl.config import BOARD_ENCODERS, ConfigError, TrainConfig, env_defaults
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
@@ -120,8 +120,8 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
     if config.curriculum_share > 0 and env.num_stages is None:
         raise ConfigError(f"--curriculum-share needs an env with stages; {config.env!r} has "
                           "none")
-    if config.encoder == "egocentric" and not env.has_board_view:
-        raise ConfigError(f"--encoder egocentric needs an env with a board view; "
+    if config.encoder in BOARD_ENCODERS and not env.has_board_view:
+        raise ConfigError(f"--encoder {config.encoder} needs an env with a board view; "
                           f"{config.env!r} has none (use flat"
                           + (" or cnn)" if env.image_observation else ")"))
     if config.distill_coef > 0 and env.search_hooks is None:

@@ -164,7 +164,8 @@ def network_label(row: dict) -> str:
     if not row["benchmark"].startswith("train"):
         return "-"
     encoder = row.get("encoder", "flat")
-    cells = str(row.get("cell_features", "")) if encoder == "egocentric" else ""
+    cells = (str(row.get("cell_features", "")) if encoder in ("egocentric", "attention")
+             else "")
     seeds = row.get("num_seeds", 1)
     core = row.get("recurrent_core", "none")
     return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
@@ -322,9 +323,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
                         help="train mode's environment (env mode is always hackmatrix)")
     parser.add_argument("--reward-shaping", choices=("swift", "potential"), default="swift")
-    parser.add_argument("--encoder", choices=("flat", "egocentric"),
+    parser.add_argument("--encoder", choices=("flat", "egocentric", "attention"),
                         help="train mode: the network (default: the trainer's)")
-    parser.add_argument("--cell-features", type=int, help="egocentric per-cell embedding width")
+    parser.add_argument("--cell-features", type=int,
+                        help="egocentric per-cell embedding width; attention token width")
     parser.add_argument("--hidden-width", type=int, help="default: the trainer's")
     parser.add_argument("--hidden-depth", type=int, help="default: the trainer's")
     parser.add_argument("--recurrent-core", choices=("none", "gru"),

@@ -1,7 +1,8 @@
 """The egocentric encoder: the player-centred window holds exactly the board cells at each
 offset from the player (HackMatrix's board view: programs-rewards-observation §9.2, player[0] =
 row / 5, player[1] = col / 5; the toy corridor's one-row board), nothing off the board, and the
-network built on it runs on single and batched observations; the CNN encoder on images."""
+network built on it runs on single and batched observations; the attention encoder's tokens
+see every cell of the board; the CNN encoder on images."""
 
 import jax
 import jax.numpy as jnp
@@ -10,9 +11,11 @@ import pytest
 
 from envs import registry
 from envs.hackmatrix.core.constants import GRID
-from purejaxrl.config import TrainConfig
+from purejaxrl import ppo
+from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.networks import egocentric_grid, make_network, window_size
+from purejaxrl.networks import (ATTENTION_HEADS, AttentionEncoder, egocentric_grid,
+                                make_network, window_size)
 
 CENTRE = GRID - 1
 EGOCENTRIC_SIZE = 2 * GRID - 1
@@ -76,6 +79,48 @@ def test_egocentric_network_runs_single_and_batched_with_same_outputs(hackmatrix
     logits0, value0 = network.apply(params, single)
     np.testing.assert_allclose(logits0, logits[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value0, value[0], rtol=1e-5, atol=1e-6)
+
+
+def test_attention_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations):
+    config = TrainConfig(encoder="attention", cell_features=8, hidden_width=16,
+                         recurrent_core="none")
+    network = make_network(config, hackmatrix)
+    single = jax.tree.map(lambda x: x[0], observations)
+    params = network.init(jax.random.PRNGKey(0), single)
+    logits, value = network.apply(params, observations)
+    assert logits.shape == (16, 28) and value.shape == (16,)
+    logits0, value0 = network.apply(params, single)
+    np.testing.assert_allclose(logits0, logits[0], rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(value0, value[0], rtol=1e-5, atol=1e-6)
+
+
+def test_an_attention_token_depends_on_a_far_cell_and_on_the_players_place(hackmatrix,
+                                                                          observations):
+    """The attention encoder's output is one token of ``cell_features`` per board cell, then
+    the view's other features. Self-attention lets the token of cell (0, 0) change when only
+    the far corner (5, 5) changes (a per-cell embedding alone could not), and the offset
+    embedding makes the same board read differently from another player cell."""
+    view = hackmatrix.board_view(jax.tree.map(lambda x: x[0], observations))
+    encoder = AttentionEncoder(cell_features=8, activation="tanh", dtype="float32")
+    params = encoder.init(jax.random.PRNGKey(0), view)
+    encode = jax.jit(encoder.apply)
+    base = np.asarray(encode(params, view))
+    others = sum(feature.shape[-1] for feature in view.features)
+    assert base.shape == (GRID * GRID * 8 + others,)
+    corner = view._replace(grid=view.grid.at[GRID - 1, GRID - 1].add(1.0))
+    changed = np.asarray(encode(params, corner))
+    assert not np.allclose(changed[:8], base[:8])  # cell (0, 0)'s token
+    moved = view._replace(row=(view.row + 1) % GRID)
+    assert not np.allclose(np.asarray(encode(params, moved))[:8], base[:8])
+
+
+def test_the_attention_encoder_is_refused_where_it_cannot_be_built():
+    """Its token width must split into the heads, and it needs a board view."""
+    with pytest.raises(ConfigError, match=f"multiple of the attention encoder's "
+                                          f"{ATTENTION_HEADS} heads"):
+        validate_config(TrainConfig(encoder="attention", cell_features=ATTENTION_HEADS + 2))
+    with pytest.raises(ConfigError, match="--encoder attention needs an env with a board view"):
+        ppo.make_env(ppo.config_for_env("CartPole-v1", encoder="attention", cell_features=8))
 
 
 def test_a_one_row_board_gets_a_one_row_window():
