@@ -14,7 +14,9 @@
 #                                                          # program at 16384 envs ran out of
 #                                                          # an H100's memory (SPEC §4.7);
 #                                                          # LEARN_FLAGS: more training flags
-#                                                          # (e.g. "--lr-floor 0.2")
+#                                                          # (e.g. "--lr-floor 0.2"),
+#                                                          # LEARN_LABEL the ledger label
+#                                                          # (default accelerator-TIER-SIZE)
 #   bash scripts/accelerator_figures.sh OUTDIR session      # the essentials of throughput and
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
@@ -125,7 +127,7 @@ case "$part" in
   learn)
     learn_envs=${LEARN_ENVS:-16384}
     if (( learn_envs % 1024 == 0 )); then size="$((learn_envs / 1024))k"; else size=$learn_envs; fi
-    label="accelerator-$tier-$size"
+    label=${LEARN_LABEL:-accelerator-$tier-$size}
     # shellcheck disable=SC2086  # SEEDS and LEARN_FLAGS are lists
     step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --seeds ${SEEDS:-0} \
       --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
