@@ -122,6 +122,13 @@ def egocentric_grid(view: BoardView) -> jax.Array:
     return egocentric_window(view.grid.astype(jnp.float32), view.row, view.col)
 
 
+def beside_view_features(board: jax.Array, view: BoardView, dtype) -> jax.Array:
+    """An encoded board [..., *board axes] flattened, then the view's other features."""
+    lead = view.row.shape
+    return jnp.concatenate([board.reshape(lead + (-1,))]
+                           + [feature.astype(dtype) for feature in view.features], axis=-1)
+
+
 class EgocentricEncoder(nn.Module):
     """Each board cell embedded by one shared dense layer, the embeddings re-centred on the
     player (``egocentric_window``: embedding first, so the layer runs on the H x W cells, not
@@ -137,9 +144,7 @@ class EgocentricEncoder(nn.Module):
         cells = _ACTIVATIONS[self.activation](
             _dense(self.cell_features, np.sqrt(2), dtype)(view.grid.astype(dtype)))
         window = egocentric_window(cells.astype(jnp.float32), view.row, view.col).astype(dtype)
-        lead = view.row.shape
-        return jnp.concatenate([window.reshape(lead + (-1,))]
-                               + [feature.astype(dtype) for feature in view.features], axis=-1)
+        return beside_view_features(window, view, dtype)
 
 
 class AttentionEncoder(nn.Module):
@@ -175,8 +180,7 @@ class AttentionEncoder(nn.Module):
             y = _ACTIVATIONS[self.activation](_dense(2 * self.cell_features, np.sqrt(2),
                                                      dtype)(y))
             x = x + _dense(self.cell_features, 1.0, dtype)(y)
-        return jnp.concatenate([x.reshape(lead + (-1,))]
-                               + [feature.astype(dtype) for feature in view.features], axis=-1)
+        return beside_view_features(x, view, dtype)
 
 
 class ConvEncoder(nn.Module):

@@ -126,6 +126,9 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.program_block_pool = tuple(program_block_pool)
         self.program_block_share = float(program_block_share)
         self.explore_pool = tuple(explore_pool)
+        # bool[23] of the pool's programs (None: every program counts).
+        self._explore_wanted = (np.isin(np.arange(N_PROGRAMS), self._explore_pool_indices)
+                                if explore_pool else None)
         # info["reward_breakdown"] keys, in summing order.
         self.reward_components = REWARD_COMPONENTS + (
             (training.PROGRAM_SHAPING,) if self.program_potential else ())
@@ -379,10 +382,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         acquisition_in_reach``): a trained policy all but never takes it (SPEC §4.4), so
         ``--explore-share`` takes it for the policy in a share of the states where it is in
         reach (of the ``explore_pool`` programs only, where one is given)."""
-        wanted = None
-        if self.explore_pool:
-            wanted = jnp.isin(jnp.arange(N_PROGRAMS), jnp.array(self._explore_pool_indices))
-        return self.search_hooks.acquisition_in_reach(obs, wanted), jnp.int32(ACTION_SIPHON)
+        return (self.search_hooks.acquisition_in_reach(obs, self._explore_wanted),
+                jnp.int32(ACTION_SIPHON))
 
     def heuristic_policy(self, key, obs, state: EnvState):
         return baselines.heuristic_policy(key, obs, state)

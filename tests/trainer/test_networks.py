@@ -68,21 +68,10 @@ def test_window_centre_is_the_player_cell_and_holds_the_whole_board(hackmatrix, 
         assert window[n, ..., -1].sum() == GRID * GRID  # every board cell is in view
 
 
-def test_egocentric_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations):
-    config = TrainConfig(encoder="egocentric", cell_features=4, hidden_width=16,
-                         recurrent_core="none")
-    network = make_network(config, hackmatrix)
-    single = jax.tree.map(lambda x: x[0], observations)
-    params = network.init(jax.random.PRNGKey(0), single)
-    logits, value = network.apply(params, observations)
-    assert logits.shape == (16, 28) and value.shape == (16,)
-    logits0, value0 = network.apply(params, single)
-    np.testing.assert_allclose(logits0, logits[0], rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(value0, value[0], rtol=1e-5, atol=1e-6)
-
-
-def test_attention_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations):
-    config = TrainConfig(encoder="attention", cell_features=8, hidden_width=16,
+@pytest.mark.parametrize("encoder, cell_features", [("egocentric", 4), ("attention", 8)])
+def test_board_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations,
+                                                                  encoder, cell_features):
+    config = TrainConfig(encoder=encoder, cell_features=cell_features, hidden_width=16,
                          recurrent_core="none")
     network = make_network(config, hackmatrix)
     single = jax.tree.map(lambda x: x[0], observations)
