@@ -152,6 +152,19 @@ def judge_baselines(config: TrainConfig, episodes: int) -> dict:
             for policy in by_judgement["eval"]}
 
 
+def kept_baselines(done: dict, config: TrainConfig) -> Optional[dict]:
+    """{policy: {judgement: summary}} of the baseline rows a resumed benchmark found in the
+    ledger, when they hold every judgement; else None (judge them anew). Their boards and
+    rules are those of the label's seeds, so a table of kept seeds keeps their baselines too,
+    and a sitting of a long tier does not evaluate them again."""
+    rows = {key.split(":", 1)[1]: row for key, row in done.items()
+            if isinstance(key, str) and key.startswith("baseline:")}
+    judgements = judgements_for(config)
+    if not rows or not all(name in row for row in rows.values() for name in judgements):
+        return None
+    return {policy: {name: row[name] for name in judgements} for policy, row in rows.items()}
+
+
 def honest(row: dict) -> dict:
     """The judgement a table shows for a ledger entry: the R9 loop closed where the row has
     it (rows written before it existed have only the parity judgement), with the parity
@@ -353,7 +366,9 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     # Baselines first and every seed's row as soon as it is evaluated: an interrupted
     # benchmark keeps the seeds it finished.
     done = finished_rows(ledger, label, tier) if resume else {}
-    judged_baselines = judge_baselines(config, eval_episodes)
+    judged_baselines = kept_baselines(done, config)
+    if judged_baselines is None:
+        judged_baselines = judge_baselines(config, eval_episodes)
     baselines = {name: honest(judgements) for name, judgements in judged_baselines.items()}
     baseline_rows = [{**common, "kind": "baseline", "policy": name, **judgements}
                      for name, judgements in judged_baselines.items()

@@ -151,9 +151,10 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     second seed keeps the first seed's row and records nothing for the seed cut short. Then
     ``resume``: seed 1 is taken from the ledger (not trained again), seed 2 continues from its
     checkpoint (its curve joins the logged part and the rest), seed 3 trains; the baselines
-    are not appended twice. A later resume that adds seed 0 draws the curves of every seed,
-    the kept ones included, from its first drawing on; so does a resume that names only one
-    seed (a tier finished one seed per sitting): its table and curve keep every seed."""
+    are neither judged nor appended again (the ledger's rows serve the table). A later resume
+    that adds seed 0 draws the curves of every seed, the kept ones included, from its first
+    drawing on; so does a resume that names only one seed (a tier finished one seed per
+    sitting): its table and curve keep every seed."""
     # Episodes of at most 4 steps: every 8-step update ends some, so each has a curve point.
     config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
                          max_episode_steps=4, hidden_width=16, num_minibatches=4,
@@ -176,6 +177,12 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1]
     assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
 
+    first_baselines = {r["policy"]: honest(r) for r in rows if r["kind"] == "baseline"}
+
+    def judged_again(*_):
+        raise AssertionError("a resumed benchmark judged its baselines again")
+
+    monkeypatch.setattr(learning_benchmark, "judge_baselines", judged_again)
     trained = []
 
     def train_recording(seed_config, seed_options, checkpoint):
@@ -185,6 +192,7 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     outcome = run(config, [1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger), None,
                   train_recording, say=lambda line: None, resume=True)
     assert trained == [(2, 1), (3, None)]
+    assert outcome["baselines"] == first_baselines  # the ledger's, not judged again
     assert outcome["stop_signal"] is None and [r["seed"] for r in outcome["seeds"]] == [1, 2, 3]
     rows = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1, 2, 3]
