@@ -293,7 +293,20 @@ def summary_table(seed_rows: list[dict], baselines: dict) -> str:
             line(f"median {mode}", [median(column) for column in zip(*per_seed)])
     for name, summary in baselines.items():
         line(name, values(summary))
+    lines += [throughput_line(row) for row in seed_rows if row.get("sps")]
     return "\n".join(lines)
+
+
+def throughput_line(row: dict) -> str:
+    """What a seed's result cost: env steps, hours of training (every sitting of a resumed
+    run, compile apart) and env steps/s, so configurations compare per wall-clock hour too.
+    A vmapped program's rate is all its seeds' steps together."""
+    hours = row["train_seconds"] / 3600
+    together = row.get("seeds_in_program", 1)
+    return (f"seed {row['seed']}: {row['env_steps'] / 1e6:.1f}M env steps in {hours:.2f} h of "
+            f"training, {row['sps']:,.0f} env steps/s"
+            + (f" ({together} seeds in one program)" if together > 1 else "")
+            + f", compile {row['compile_seconds']:.0f} s")
 
 
 def plot_learning_curves(path: str, label: str, seed_rows: list[dict], baselines: dict) -> None:

@@ -12,7 +12,7 @@ import pytest
 from envs.hackmatrix import HackMatrix
 from purejaxrl import learning_benchmark
 from purejaxrl.config import RunOptions, TrainConfig
-from purejaxrl.learning_benchmark import evaluation_env, honest, run, summary_table
+from purejaxrl.learning_benchmark import evaluation_env, honest, run
 from purejaxrl.train import train
 
 # Extended suite (`pytest -m slow`): learn_bench trains, evaluates and resumes in
@@ -109,28 +109,6 @@ def test_every_policy_is_judged_with_a_stage_report_and_no_r9_judgement_without_
             assert summary["episodes"] == 8
             assert summary["stages"][0]["stage"] == 1
             assert summary["stages"][0]["reached"] == 1.0
-
-
-def test_the_summary_table_shows_the_closed_loop_judgement_and_stage_reach():
-    """A row with both judgements is shown with the loop closed (its wins are the honest
-    ones), R9 completions from the parity judgement beside it; rows older than the closed
-    judgement fall back to the parity one."""
-    stages = [{"stage": k, "reached": r} for k, r in zip(range(1, 9),
-                                                          (1, .9, .5, .25, .1, .05, .02, .01))]
-
-    def summary(win, r9):
-        return {"stage_mean": 4.0, "win_rate": win, "undo_exploit_completions_per_episode": r9,
-                "stages": stages}
-    row = {"seed": 0, "eval": {m: summary(0.15, 0.9) for m in ("greedy", "sampled")},
-           "eval_closed": {m: summary(0.01, 0.0) for m in ("greedy", "sampled")}}
-    shown = honest(row)["greedy"]
-    assert shown["win_rate"] == 0.01 and shown["undo_exploit_completions_per_episode"] == 0.9
-    old_row = {"seed": 1, "eval": {m: summary(0.2, 0.0) for m in ("greedy", "sampled")}}
-    assert honest(old_row)["greedy"]["win_rate"] == 0.2
-    table = summary_table([row, old_row], {"heuristic": summary(0.0, 0.0)})
-    header, seed0 = table.splitlines()[:2]
-    assert ">=2" in header and ">=8" in header
-    assert "0.010" in seed0 and "0.150" not in seed0 and seed0.rstrip().endswith("1.0%")
 
 
 def test_heuristic_solves_the_toy_corridor_on_the_held_out_boards(bench_run):

@@ -1,0 +1,37 @@
+"""The learning benchmark's summary table, from ledger rows alone (no training): the honest
+judgement shown, the stages reached, and what each seed cost."""
+from purejaxrl.learning_benchmark import honest, summary_table
+
+
+def test_the_summary_table_shows_the_closed_loop_judgement_and_stage_reach():
+    """A row with both judgements is shown with the loop closed (its wins are the honest
+    ones), R9 completions from the parity judgement beside it; rows older than the closed
+    judgement fall back to the parity one."""
+    stages = [{"stage": k, "reached": r} for k, r in zip(range(1, 9),
+                                                          (1, .9, .5, .25, .1, .05, .02, .01))]
+
+    def summary(win, r9):
+        return {"stage_mean": 4.0, "win_rate": win, "undo_exploit_completions_per_episode": r9,
+                "stages": stages}
+    row = {"seed": 0, "eval": {m: summary(0.15, 0.9) for m in ("greedy", "sampled")},
+           "eval_closed": {m: summary(0.01, 0.0) for m in ("greedy", "sampled")}}
+    shown = honest(row)["greedy"]
+    assert shown["win_rate"] == 0.01 and shown["undo_exploit_completions_per_episode"] == 0.9
+    old_row = {"seed": 1, "eval": {m: summary(0.2, 0.0) for m in ("greedy", "sampled")}}
+    assert honest(old_row)["greedy"]["win_rate"] == 0.2
+    table = summary_table([row, old_row], {"heuristic": summary(0.0, 0.0)})
+    header, seed0 = table.splitlines()[:2]
+    assert ">=2" in header and ">=8" in header
+    assert "0.010" in seed0 and "0.150" not in seed0 and seed0.rstrip().endswith("1.0%")
+
+
+def test_the_summary_table_ends_with_what_each_seed_cost():
+    """Throughput is part of a result: each seed's env steps, hours of training and env
+    steps/s close the table (rows without the figures, older ones, are left out)."""
+    judged = {m: {"stage_mean": 4.0} for m in ("greedy", "sampled")}
+    timed = {"seed": 0, "eval": judged, "env_steps": 20_000_000, "train_seconds": 1800.0,
+             "sps": 20_000_000 / 1800, "compile_seconds": 25.4, "seeds_in_program": 1}
+    untimed = {"seed": 1, "eval": judged}
+    last = summary_table([timed, untimed], {}).splitlines()[-1]
+    assert last == ("seed 0: 20.0M env steps in 0.50 h of training, 11,111 env steps/s, "
+                    "compile 25 s")
