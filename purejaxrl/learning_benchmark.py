@@ -309,6 +309,81 @@ def throughput_line(row: dict) -> str:
             + f", compile {row['compile_seconds']:.0f} s")
 
 
+def read_ledger(path: str) -> list[dict]:
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
+def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
+    """Every configuration of a ledger in one table, from its rows alone: per tier, one line per
+    label with every seed's greedy score (the stage; the return for an env without stages) and
+    honest wins, never the best seed alone, the medians over its seeds, the share of games
+    reaching stage 6, programs per game, and what a seed cost (env steps/s, hours of training);
+    the tier's baselines close its group. A label judged only with R9's loop open (rows older
+    than the closed judgement) is marked ``open``: its wins may have been bought through the
+    loop."""
+    def cell(value, fmt, width):
+        return f"{'-' if value is None else format(value, fmt):>{width}}"
+
+    def wins(summary, row):
+        if summary.get("win_rate") is None:
+            return "-"
+        return str(round(summary["win_rate"] * row.get("eval_episodes", 0)))
+
+    def r9(judged_rows):
+        if all(row.get("eval_closed") is not None for row in judged_rows):
+            return "closed"
+        # Only HackMatrix has stages and the loop; its rows from before the closed judgement.
+        return "open" if "stage_mean" in honest(judged_rows[0])["greedy"] else "-"
+
+    header = (f"{'label':<40}{'seeds':>6}{'backend':>8}{'greedy by seed':>24}{'median':>8}"
+              f"{'sampled':>8}{'wins by seed':>14}{'>=6':>7}{'prog/ep':>8}{'steps/s':>9}"
+              f"{'h/seed':>7}{'R9':>7}")
+    lines = []
+    for name in (name for name in TIERS if tier in (None, name)):
+        in_tier = [row for row in rows if row.get("tier") == name]
+        labels = list(dict.fromkeys(row["label"] for row in in_tier if row.get("kind") == "seed"))
+        if not labels:
+            continue
+        boards = sorted({row.get("eval_episodes") for row in in_tier} - {None})
+        lines += [f"{name} tier: {', '.join(map(str, boards)) or '?'} held-out boards per "
+                  "policy; wins, >=6 (games reaching stage 6) and prog/ep of greedy play; "
+                  "sampled, >=6, prog/ep, steps/s and h/seed are medians over the seeds", header]
+        for label in labels:
+            seeds = sorted((row for row in in_tier
+                            if row["label"] == label and row.get("kind") == "seed"),
+                           key=lambda row: row["seed"] if row.get("seed") is not None else -1)
+            greedy = [honest(row)["greedy"] for row in seeds]
+            sampled = [honest(row)["sampled"] for row in seeds]
+            key, _ = score_of(greedy[0])
+            by_seed = " ".join(f"{summary[key]:.2f}" for summary in greedy)
+            lines.append(
+                f"{label[:39]:<40}{len(seeds):>6}{seeds[0].get('backend', '-'):>8}"
+                f"{by_seed[:23]:>24}{median([s[key] for s in greedy]):>8.2f}"
+                f"{median([s[key] for s in sampled]):>8.2f}"
+                f"{' '.join(wins(s, row) for s, row in zip(greedy, seeds))[:13]:>14}"
+                + cell(median([reached(s, 6) for s in greedy]), ".1%", 7)
+                + cell(median([s.get("programs_per_episode") for s in greedy]), ".2f", 8)
+                + cell(median([row.get("sps") for row in seeds]), ",.0f", 9)
+                + cell(median([row["train_seconds"] / 3600 for row in seeds
+                               if row.get("train_seconds")]), ".2f", 7)
+                + f"{r9(seeds):>7}")
+        newest = {}  # the closed judgement where a baseline row has it
+        for row in in_tier:
+            if row.get("kind") == "baseline" and (row.get("eval_closed") is not None
+                                                  or row.get("policy") not in newest):
+                newest[row["policy"]] = row
+        for policy, row in sorted(newest.items()):
+            summary = honest(row)
+            key, _ = score_of(summary)
+            lines.append(f"{'(' + policy + ')':<40}{'':>38}{summary[key]:>8.2f}{'':>8}"
+                         f"{wins(summary, row):>14}" + cell(reached(summary, 6), ".1%", 7))
+        lines.append("")
+    if not lines:
+        return "no seed rows" + (f" in the {tier} tier" if tier else "")
+    return "\n".join(lines).rstrip()
+
+
 def plot_learning_curves(path: str, label: str, seed_rows: list[dict], baselines: dict) -> None:
     """PNG: every seed's training stage against env steps, its final greedy evaluation as a
     marker, and the baselines' evaluation levels as horizontal lines."""

@@ -8,6 +8,7 @@ append the rows to benchmarks/learning/ledger.jsonl and draw the learning curve 
     python scripts/learn_bench.py --tier full --label defaults      # 50M x 3 seeds
     python scripts/learn_bench.py --tier standard --label gamma995 -- --gamma 0.995
     python scripts/learn_bench.py --tier standard --vmap-seeds      # 3 seeds in one program
+    python scripts/learn_bench.py --overview                        # the ledger in one table
 
 Flags after ``--`` are training flags of scripts/train_purejaxrl.py (same defaults); the tier
 sets --total-timesteps (unless given there) and --num-envs 2048 (unless given). Every seed is
@@ -41,7 +42,8 @@ from purejaxrl.checkpoint import CheckpointError
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
-                                          REFERENCE_LEDGER, TIERS, run)
+                                          REFERENCE_LEDGER, TIERS, ledger_overview,
+                                          read_ledger, run)
 from purejaxrl.train import train
 
 
@@ -70,14 +72,39 @@ def build_parser() -> argparse.ArgumentParser:
                         "<label>.png)")
     parser.add_argument("--checkpoint-dir", default="checkpoints",
                         help="where each seed's run directory goes")
+    parser.add_argument("--overview", action="store_true",
+                        help="train nothing: print every configuration of the ledger (of --tier "
+                             "alone if given) in one table, every seed's greedy stage, honest "
+                             "wins, medians and what a seed cost, the baselines beside them")
     parser.add_argument("train_flags", nargs=argparse.REMAINDER,
                         help="-- followed by training flags of train_purejaxrl.py")
     return parser
 
 
+def print_overview(args, train_flags: list[str]) -> int:
+    ledger = args.ledger or (REFERENCE_LEDGER if args.tier == "reference" else LEDGER)
+    if train_flags or args.resume or args.seeds is not None or args.label is not None:
+        print("error: --overview prints a ledger; it takes only --tier and --ledger",
+              file=sys.stderr)
+        return 2
+    if not os.path.isfile(ledger):
+        print(f"error: no ledger at {ledger}", file=sys.stderr)
+        return 2
+    try:
+        rows = read_ledger(ledger)
+    except (ValueError, UnicodeDecodeError) as error:
+        print(f"error: {ledger} is not a JSONL ledger ({error})", file=sys.stderr)
+        return 2
+    print(f"{ledger}:")
+    print(ledger_overview(rows, args.tier))
+    return 0
+
+
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     train_flags = args.train_flags[1:] if args.train_flags[:1] == ["--"] else args.train_flags
+    if args.overview:
+        return print_overview(args, train_flags)
     train_parser = train_purejaxrl.build_parser()
     try:
         train_args = train_parser.parse_args(train_flags)

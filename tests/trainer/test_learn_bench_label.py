@@ -41,3 +41,22 @@ def test_a_run_directory_that_holds_a_run_is_refused_before_any_work(tmp_path, c
     code, err = refused(tmp_path, capsys)
     assert code == 2 and len(err) == 1 and "already holds a run" in err[0]
     assert (run_dir / "metrics.jsonl").read_text() == "{}\n"
+
+
+def test_the_overview_prints_the_ledger_and_refuses_training_flags(tmp_path, capsys):
+    """--overview trains nothing: it prints the ledger's table; given training flags, or a
+    ledger that does not exist, it says so in one line and exits 2."""
+    ledger = tmp_path / "ledger.jsonl"
+    judged = {"greedy": {"stage_mean": 4.5}, "sampled": {"stage_mean": 4.4}}
+    ledger.write_text(json.dumps({"label": "x", "tier": "smoke", "kind": "seed", "seed": 0,
+                                  "eval": judged, "eval_closed": judged}) + "\n")
+    assert learn_bench_main(["--overview", "--ledger", str(ledger)]) == 0
+    out = capsys.readouterr().out
+    assert "smoke tier" in out and "4.50" in out
+    for argv in (["--overview", "--ledger", str(ledger), "--", "--gamma", "0.9"],
+                 ["--overview", "--ledger", str(tmp_path / "missing.jsonl")]):
+        assert learn_bench_main(argv) == 2
+        err = [line for line in capsys.readouterr().err.splitlines()
+               if not line.startswith("backend:")]
+        assert len(err) == 1 and err[0].startswith("error:")
+    assert not (tmp_path / "runs").exists() and ledger.read_text().count("\n") == 1

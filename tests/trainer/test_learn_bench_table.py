@@ -1,6 +1,6 @@
 """The learning benchmark's summary table, from ledger rows alone (no training): the honest
 judgement shown, the stages reached, and what each seed cost."""
-from purejaxrl.learning_benchmark import honest, summary_table
+from purejaxrl.learning_benchmark import honest, ledger_overview, summary_table
 
 
 def test_the_summary_table_shows_the_closed_loop_judgement_and_stage_reach():
@@ -35,3 +35,43 @@ def test_the_summary_table_ends_with_what_each_seed_cost():
     last = summary_table([timed, untimed], {}).splitlines()[-1]
     assert last == ("seed 0: 20.0M env steps in 0.50 h of training, 11,111 env steps/s, "
                     "compile 25 s")
+
+
+def overview_rows():
+    """A ledger of two labels in the standard tier (one judged only with the loop open, as
+    rows older than the closed judgement are), one in the full tier, and the baselines."""
+    def judged(stage, win, reach6=None):
+        summary = {"stage_mean": stage, "win_rate": win, "programs_per_episode": 0.5}
+        if reach6 is not None:
+            summary["stages"] = [{"stage": 6, "reached": reach6}]
+        return summary
+
+    def seed(label, tier, number, stage, win, closed=True):
+        both = {m: judged(stage, win, 0.25) for m in ("greedy", "sampled")}
+        row = {"label": label, "tier": tier, "kind": "seed", "seed": number, "backend": "cpu",
+               "eval_episodes": 512, "sps": 10_000.0, "train_seconds": 1800.0, "eval": both}
+        return {**row, "eval_closed": both} if closed else row
+
+    heuristic = {"label": "a", "tier": "standard", "kind": "baseline", "policy": "heuristic",
+                 "eval_episodes": 512, "eval": judged(3.71, 0.0), "eval_closed": judged(3.71, 0.0)}
+    return [heuristic, seed("a", "standard", 2, 4.77, 0.0), seed("a", "standard", 0, 4.72, 0.0),
+            seed("a", "standard", 1, 4.78, 2 / 512), seed("old", "standard", 0, 4.70, 0.154,
+                                                          closed=False),
+            seed("long-one", "full", 0, 5.10, 0.0)]
+
+
+def test_the_ledger_overview_shows_every_seed_the_median_and_the_baselines():
+    """Every seed's greedy stage in seed order, never the best alone, with the median and
+    honest win counts; a label judged only with R9's loop open says so; the tier's baselines
+    close its group; --tier keeps one tier."""
+    table = ledger_overview(overview_rows())
+    lines = table.splitlines()
+    line_a = next(line for line in lines if line.startswith("a "))
+    assert "4.72 4.78 4.77" in line_a and " 4.77 " in line_a and "0 2 0" in line_a
+    assert line_a.rstrip().endswith("closed") and "25.0%" in line_a and "0.50" in line_a
+    assert next(line for line in lines if line.startswith("old ")).rstrip().endswith("open")
+    assert lines.index(next(line for line in lines if line.startswith("(heuristic)"))) < \
+        lines.index(next(line for line in lines if line.startswith("full tier")))
+    only_full = ledger_overview(overview_rows(), "full")
+    assert "long-one" in only_full and "standard" not in only_full
+    assert ledger_overview(overview_rows(), "long") == "no seed rows in the long tier"
