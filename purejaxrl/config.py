@@ -164,6 +164,9 @@ class TrainConfig:
     # seed, per step and per wall-clock hour (SPEC §4.4).
     recurrent_core: str = struct.field(pytree_node=False, default="gru")
     core_width: int = struct.field(pytree_node=False, default=128)
+    # A hidden layer of this width in each of the actor and critic heads, after the shared
+    # layers (the core, or the torso of a feed-forward network); 0: linear heads.
+    head_width: int = struct.field(pytree_node=False, default=0)
     # Backpropagation through time: each env's rollout is cut into windows of this many steps,
     # which the update replays from the hidden state the rollout had at each window's start.
     # None: one window of the whole rollout (PureJaxRL's ppo_rnn). Shorter windows make the
@@ -286,7 +289,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5,
-                      "explore_pool": [], "explore_anneal": False}
+                      "explore_pool": [], "explore_anneal": False, "head_width": 0}
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
                     "explore_pool")
@@ -431,6 +434,8 @@ def validate_config(config: TrainConfig) -> None:
         need(isinstance(value, int) and value >= 1,
              f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
     need(config.hidden_depth >= 0, f"--hidden-depth must be >= 0, got {config.hidden_depth}")
+    need(isinstance(config.head_width, int) and config.head_width >= 0,
+         f"--head-width must be a non-negative integer, got {config.head_width!r}")
     need(config.num_envs % config.num_devices == 0,
          f"--num-envs {config.num_envs} cannot be split evenly over {config.num_devices} "
          f"devices; use a multiple of {config.num_devices}")

@@ -214,6 +214,16 @@ def encode_observation(module: nn.Module, obs) -> jax.Array:
     return module.env.flat_observation(obs).astype(_DTYPES[module.compute_dtype])
 
 
+def output_head(x, features: int, scale: float, width: int, activation: str, dtype) -> jax.Array:
+    """One output head, built in the calling module: ``width`` > 0 puts a hidden layer of that
+    width (the network's activation) before the output layer, so the actor and the critic each
+    get features of their own after the shared layers (PureJaxRL's ``ppo_rnn`` heads); 0 is
+    one linear layer, and the parameter tree is the one of networks without the option."""
+    if width:
+        x = _ACTIVATIONS[activation](_dense(width, np.sqrt(2), dtype)(x))
+    return _dense(features, scale, dtype)(x)
+
+
 class ActorCritic(nn.Module):
     """MLP actor-critic over the ``encoder``'s features. Returns float32 (logits[..., A],
     value[...]) whatever the compute dtype; parameters are always float32. ``env`` (a
@@ -228,6 +238,7 @@ class ActorCritic(nn.Module):
     compute_dtype: str = "float32"
     encoder: str = "flat"
     cell_features: int = 8
+    head_width: int = 0
 
     @nn.compact
     def __call__(self, obs):
@@ -237,8 +248,10 @@ class ActorCritic(nn.Module):
                             self.compute_dtype)
         actor_features = torso()(x)
         critic_features = torso()(x) if self.separate_torsos else actor_features
-        logits = _dense(self.num_actions, 0.01, _DTYPES[self.compute_dtype])(actor_features)
-        value = _dense(1, 1.0, _DTYPES[self.compute_dtype])(critic_features)
+        dtype = _DTYPES[self.compute_dtype]
+        logits = output_head(actor_features, self.num_actions, 0.01, self.head_width,
+                             self.activation, dtype)
+        value = output_head(critic_features, 1, 1.0, self.head_width, self.activation, dtype)
         return logits.astype(jnp.float32), value[..., 0].astype(jnp.float32)
 
 
@@ -280,6 +293,7 @@ class RecurrentActorCritic(nn.Module):
     compute_dtype: str = "float32"
     encoder: str = "flat"
     cell_features: int = 8
+    head_width: int = 0
 
     @nn.compact
     def __call__(self, hidden, obs, episode_start):
@@ -289,8 +303,9 @@ class RecurrentActorCritic(nn.Module):
                      self.compute_dtype)(x)
         hidden, core = ScannedGRU(self.core_width)(hidden, (x, episode_start))
         core = core.astype(dtype)
-        logits = _dense(self.num_actions, 0.01, dtype)(core)
-        value = _dense(1, 1.0, dtype)(core)
+        logits = output_head(core, self.num_actions, 0.01, self.head_width, self.activation,
+                             dtype)
+        value = output_head(core, 1, 1.0, self.head_width, self.activation, dtype)
         return hidden, logits.astype(jnp.float32), value[..., 0].astype(jnp.float32)
 
     def initial_hidden(self, num_envs: int) -> jax.Array:
@@ -341,11 +356,13 @@ def make_network(config, env):
             num_actions=env.num_actions, env=env, core_width=config.core_width,
             hidden_width=config.hidden_width, hidden_depth=config.hidden_depth,
             activation=config.activation, compute_dtype=config.compute_dtype,
-            encoder=config.encoder, cell_features=config.cell_features)
+            encoder=config.encoder, cell_features=config.cell_features,
+            head_width=config.head_width)
     return ActorCritic(num_actions=env.num_actions, env=env, hidden_width=config.hidden_width,
                        hidden_depth=config.hidden_depth, activation=config.activation,
                        separate_torsos=config.separate_torsos, compute_dtype=config.compute_dtype,
-                       encoder=config.encoder, cell_features=config.cell_features)
+                       encoder=config.encoder, cell_features=config.cell_features,
+                       head_width=config.head_width)
 
 
 # ---------------------------------------------------------------- masked categorical

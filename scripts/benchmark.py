@@ -32,10 +32,10 @@ CHILD_DEVICES_ENV = "HACKMATRIX_BENCH_CHILD_DEVICES"
 CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count", "num_devices",
                      "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype",
                      "encoder", "num_minibatches", "num_seeds", "recurrent_core",
-                     "sequence_length")
+                     "sequence_length", "head_width")
 # Train-mode options that default to the trainer's own defaults (TrainConfig) when not given.
 NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth", "recurrent_core",
-                   "core_width", "sequence_length")
+                   "core_width", "head_width", "sequence_length")
 
 
 # ---------------------------------------------------------------------------- measurement
@@ -108,7 +108,7 @@ def bench_train(args, num_envs: int) -> dict:
         "hidden_width": config.hidden_width, "hidden_depth": config.hidden_depth,
         "encoder": config.encoder, "cell_features": config.cell_features,
         "recurrent_core": config.recurrent_core, "core_width": config.core_width,
-        "sequence_length": config.sequence_length,
+        "head_width": config.head_width, "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
@@ -171,6 +171,7 @@ def network_label(row: dict) -> str:
     return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
             + (f"-{core}{row.get('core_width')}" if core != "none" else "")
             + (f"/L{row['sequence_length']}" if row.get("sequence_length") else "")
+            + (f"/heads{row['head_width']}" if row.get("head_width") else "")
             + f"/mb{row['num_minibatches']}" + (f"/{seeds}seeds" if seeds > 1 else ""))
 
 
@@ -216,7 +217,7 @@ def select_rows(rows: list[dict], selector: str) -> list[dict]:
 
 # A key field's value in rows written before the field existed.
 KEY_DEFAULTS = {"env": "hackmatrix",  # env-only rows of benchmark_env.py carry no "env"
-                "recurrent_core": "none"}
+                "recurrent_core": "none", "head_width": 0}
 
 
 def config_key(row: dict) -> tuple:
@@ -333,6 +334,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train mode: a GRU between torso and heads, or none "
                              "(default: the trainer's, gru)")
     parser.add_argument("--core-width", type=int, help="GRU width (default: the trainer's)")
+    parser.add_argument("--head-width", type=int,
+                        help="hidden layer of each actor and critic head (default: the "
+                             "trainer's, 0: linear heads)")
     parser.add_argument("--sequence-length", type=int,
                         help="GRU: BPTT window in steps (default: the trainer's, 8)")
     parser.add_argument("--num-minibatches", type=int,

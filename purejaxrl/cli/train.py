@@ -60,8 +60,9 @@ _CONFIG_FLAGS = (
     "explore_share", "explore_pool", "explore_anneal", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
-    "core_width", "sequence_length", "distill_coef", "distill_simulations", "distill_worlds",
-    "distill_leaf", "distill_where", "distill_prior_mix", "num_devices", "seed", "num_seeds")
+    "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
+    "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "num_devices",
+    "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
 
@@ -208,6 +209,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "its hidden state carried per env and zeroed at episode starts "
                           "(minibatches then hold whole sequences)")
     net.add_argument("--core-width", type=int, help="features of the recurrent core")
+    net.add_argument("--head-width", type=int,
+                     help="a hidden layer of this width in each of the actor and critic heads "
+                          "(after the core, or the torso); default 0: linear heads")
     net.add_argument("--sequence-length", type=int,
                      help="with a recurrent core: backpropagation-through-time window; each "
                           "env's rollout is cut into windows of this many steps, each replayed "

@@ -136,3 +136,47 @@ def test_cnn_encoder_runs_on_minatar_images_single_and_batched():
     logits, value = network.apply(params, obs)
     assert logits.shape == (3, env.num_actions) and value.shape == (3,)
     np.testing.assert_allclose(network.apply(params, obs[1])[0], logits[1], rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("recurrent_core", ["none", "gru"])
+def test_head_width_gives_the_actor_and_the_critic_a_hidden_layer_each(hackmatrix, observations,
+                                                                        recurrent_core):
+    """--head-width W puts a hidden layer of W in each head after the shared layers: the critic's
+    layer moves the value and never the logits. Width 0 (the default) keeps the parameter
+    tree checkpoints hold: two linear output layers, Dense_0 (logits) and Dense_1 (value)."""
+    single = jax.tree.map(lambda x: x[0], observations)
+
+    def build(head_width):
+        config = TrainConfig(hidden_width=16, core_width=8, recurrent_core=recurrent_core,
+                             head_width=head_width)
+        network = make_network(config, hackmatrix)
+        params = (network.init_params(jax.random.PRNGKey(0), single) if recurrent_core == "gru"
+                  else network.init(jax.random.PRNGKey(0), single))
+        return network, params
+
+    def apply(network, params):
+        if recurrent_core == "gru":
+            sequence = jax.tree.map(lambda x: x[None], observations)
+            _, logits, value = network.apply(params, network.initial_hidden(16), sequence,
+                                             jnp.ones((1, 16), bool))
+            return logits[0], value[0]
+        return network.apply(params, observations)
+
+    _, linear = build(0)
+    assert sorted(k for k in linear["params"] if k.startswith("Dense")) == ["Dense_0", "Dense_1"]
+    assert linear["params"]["Dense_0"]["kernel"].shape[-1] == 28
+    network, params = build(4)
+    dense = {k: v["kernel"].shape for k, v in params["params"].items() if k.startswith("Dense")}
+    assert [dense[f"Dense_{i}"][-1] for i in range(4)] == [4, 28, 4, 1]  # actor, then critic
+    logits, value = apply(network, params)
+    critic_hidden = params["params"]["Dense_2"]["kernel"]
+    moved = jax.tree.map(lambda x: x, params)
+    moved["params"]["Dense_2"]["kernel"] = critic_hidden + 0.5
+    logits_after, value_after = apply(network, moved)
+    np.testing.assert_array_equal(logits_after, logits)
+    assert not np.allclose(value_after, value)
+
+
+def test_a_negative_head_width_is_refused():
+    with pytest.raises(ConfigError, match="--head-width"):
+        validate_config(TrainConfig(head_width=-1))
