@@ -221,7 +221,11 @@ KEY_DEFAULTS = {"env": "hackmatrix",  # env-only rows of benchmark_env.py carry 
 
 
 def config_key(row: dict) -> tuple:
-    return tuple(row.get(name, KEY_DEFAULTS.get(name)) for name in CONFIG_KEY_FIELDS)
+    """What makes two rows the same configuration; the recurrent core's width only where there
+    is a core (feed-forward rows record a width no network of theirs has)."""
+    key = tuple(row.get(name, KEY_DEFAULTS.get(name)) for name in CONFIG_KEY_FIELDS)
+    core = row.get("recurrent_core", KEY_DEFAULTS["recurrent_core"])
+    return key + ((row.get("core_width") if core != "none" else None),)
 
 
 def compare(ledger: str, a: str, b: str) -> int:
