@@ -191,15 +191,19 @@ def learning_curve(records: list[dict], prefix: str = "") -> list[list[float]]:
             if record.get(key) is not None]
 
 
+def read_jsonl(path: str) -> list[dict]:
+    """The records of a JSON-lines file (a ledger, a run's metrics), blank lines skipped."""
+    with open(path, encoding="utf-8") as handle:
+        return [json.loads(line) for line in handle if line.strip()]
+
+
 def logged_curve(run_dir: str, seed: int, num_seeds: int, up_to_env_steps: int) -> list:
     """The learning curve a run logged to ``<run_dir>/metrics.jsonl`` up to a checkpoint (the
     part before a resume; chunks logged after that checkpoint are trained again)."""
     path = os.path.join(run_dir, "metrics.jsonl")
     if not os.path.exists(path):
         return []
-    with open(path, encoding="utf-8") as handle:
-        records = [json.loads(line) for line in handle if line.strip()]
-    records = [r for r in records if r.get("env_steps", 0) <= up_to_env_steps]
+    records = [r for r in read_jsonl(path) if r.get("env_steps", 0) <= up_to_env_steps]
     return learning_curve(records, f"seed{seed}/" if num_seeds > 1 else "")
 
 
@@ -209,11 +213,8 @@ def finished_rows(ledger: Optional[str], label: str, tier: str) -> dict:
     if not ledger or not os.path.exists(ledger):
         return {}
     rows = {}
-    with open(ledger, encoding="utf-8") as handle:
-        for line in handle:
-            row = json.loads(line) if line.strip() else {}
-            if row.get("label") != label or row.get("tier") != tier:
-                continue
+    for row in read_jsonl(ledger):
+        if row.get("label") == label and row.get("tier") == tier:
             key = row["seed"] if row.get("kind") == "seed" else f"baseline:{row.get('policy')}"
             rows[key] = row
     return rows
@@ -307,11 +308,6 @@ def throughput_line(row: dict) -> str:
             f"training, {row['sps']:,.0f} env steps/s"
             + (f" ({together} seeds in one program)" if together > 1 else "")
             + f", compile {row['compile_seconds']:.0f} s")
-
-
-def read_ledger(path: str) -> list[dict]:
-    with open(path, encoding="utf-8") as handle:
-        return [json.loads(line) for line in handle if line.strip()]
 
 
 def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:

@@ -43,7 +43,7 @@ from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
                                           REFERENCE_LEDGER, TIERS, ledger_overview,
-                                          read_ledger, run)
+                                          read_jsonl, run)
 from purejaxrl.train import train
 
 
@@ -91,7 +91,7 @@ def print_overview(args, train_flags: list[str]) -> int:
         print(f"error: no ledger at {ledger}", file=sys.stderr)
         return 2
     try:
-        rows = read_ledger(ledger)
+        rows = read_jsonl(ledger)
     except (ValueError, UnicodeDecodeError) as error:
         print(f"error: {ledger} is not a JSONL ledger ({error})", file=sys.stderr)
         return 2
