@@ -193,6 +193,15 @@ class TrainConfig:
     # choose what the network vetoes (SPEC §4.5).
     distill_where: str = struct.field(pytree_node=False, default="always")
     distill_prior_mix: float = struct.field(pytree_node=False, default=0.0)
+    # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
+    # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
+    # windows with a recurrent core) whose return still beats the critic; the replay holds
+    # ``sil_windows`` items, ``sil_windows_per_update`` of them from each rollout (both split
+    # evenly over the devices, so a checkpoint's shapes do not depend on the device count).
+    # 0: off.
+    sil_coef: float = struct.field(pytree_node=False, default=0.0)
+    sil_windows: int = struct.field(pytree_node=False, default=1024)
+    sil_windows_per_update: int = struct.field(pytree_node=False, default=128)
     # Data parallelism: the number of devices the global env batch is split over.
     num_devices: int = struct.field(pytree_node=False, default=1)
     seed: int = struct.field(pytree_node=False, default=0)
@@ -227,6 +236,13 @@ class TrainConfig:
         if self.recurrent_core == "none":
             return 1
         return self.num_steps // (self.sequence_length or self.num_steps)
+
+    @property
+    def sil_item_length(self) -> int:
+        """The steps of one self-imitation item: a BPTT window, or one step without a core."""
+        if self.recurrent_core == "none":
+            return 1
+        return self.num_steps // self.windows_per_env
 
     def without_unused_fields(self) -> "TrainConfig":
         """This config with what means nothing for its network cleared, so that a run's
@@ -289,7 +305,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5,
-                      "explore_pool": [], "explore_anneal": False, "head_width": 0}
+                      "explore_pool": [], "explore_anneal": False, "head_width": 0,
+                      "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
                     "explore_pool")
@@ -505,6 +522,29 @@ def validate_config(config: TrainConfig) -> None:
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "
              f"({config.envs_per_device}) with --distill-coef: each minibatch fits an equal "
              "share of the envs' search targets")
+    need(isinstance(config.sil_coef, (int, float)) and config.sil_coef >= 0,
+         f"--sil-coef must be >= 0, got {config.sil_coef!r}")
+    if config.sil_coef > 0:
+        for name in ("sil_windows", "sil_windows_per_update"):
+            value = getattr(config, name)
+            need(isinstance(value, int) and value >= 1,
+                 f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
+        for name in ("sil_windows", "sil_windows_per_update"):
+            need(getattr(config, name) % config.num_devices == 0,
+                 f"--{name.replace('_', '-')} {getattr(config, name)} must be a multiple of "
+                 f"the device count ({config.num_devices}): each device keeps its share")
+        need(config.sil_windows % config.sil_windows_per_update == 0,
+             f"--sil-windows-per-update {config.sil_windows_per_update} must divide "
+             f"--sil-windows {config.sil_windows} (the replay is a ring of whole rollouts' "
+             "blocks)")
+        need(config.sil_windows // config.num_devices % config.num_minibatches == 0,
+             f"--num-minibatches {config.num_minibatches} must divide the --sil-windows per "
+             f"device ({config.sil_windows // config.num_devices}): each minibatch imitates "
+             "an equal share of the replay")
+        need(config.sil_windows_per_update <= config.num_steps * config.num_envs
+             // config.sil_item_length,
+             f"--sil-windows-per-update {config.sil_windows_per_update} is more than a "
+             f"rollout's items ({config.num_steps * config.num_envs // config.sil_item_length})")
     need(config.total_timesteps >= config.batch_size,
          f"--total-timesteps {config.total_timesteps} is smaller than one batch "
          f"({config.num_envs} envs x {config.num_steps} steps = {config.batch_size})")

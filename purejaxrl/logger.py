@@ -23,8 +23,8 @@ from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.ppo import UpdateMetrics
 
 _LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
-                "group_entropy", "approx_kl",
-                "clip_fraction", "grad_norm", "distill_loss", "distill_kl",
+                "group_entropy", "approx_kl", "clip_fraction", "grad_norm", "distill_loss",
+                "distill_kl", "sil_loss", "sil_positive",
                 "explained_variance", "learning_rate")
 
 
@@ -73,8 +73,8 @@ def summarize_chunk(metrics: UpdateMetrics, env: TrainerEnv, batch_size: int) ->
     record["actions/explored_fraction"] = _ratio(total("explored_actions"), steps)
     for field in _LOSS_FIELDS:
         values = np.asarray(getattr(metrics, field))[active]
-        if field.startswith("distill_") and not values.any():
-            continue  # search distillation is off
+        if field.startswith(("distill_", "sil_")) and not values.any():
+            continue  # search distillation or self-imitation is off
         record[f"ppo/{field}"] = float(np.nanmean(values)) if np.isfinite(values).any() else None
     return record
 

@@ -40,6 +40,7 @@ from purejaxrl.config import BOARD_ENCODERS, ConfigError, TrainConfig, env_defau
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
+from purejaxrl import self_imitation
 from purejaxrl.search import (SearchSettings, critic_objective,
                               make_recurrent_search_teacher, make_search_teacher, network_node,
                               network_prior)
@@ -50,6 +51,7 @@ from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurr
 DEVICE_AXIS = "devices"
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
 DISTILL_KEY_TAG = 0xD157  # folds the distillation search's stream out of an update's key
+SIL_KEY_TAG = 0x5117  # folds the self-imitation shuffle out of an epoch's key
 
 
 # ---------------------------------------------------------------------------- 1. environment
@@ -205,6 +207,8 @@ class RunnerState:
     # Per env: the recurrent core's hidden state after the last step (not yet zeroed where an
     # episode has just ended: the next step does that); None for a feed-forward network.
     hidden: jax.Array | None = None
+    # Self-imitation's replay (purejaxrl/self_imitation.py), None without it.
+    replay: self_imitation.ReplayWindows | None = None
 
 
 @struct.dataclass
@@ -243,6 +247,10 @@ class UpdateMetrics:
     # policy, and the part of it the policy can still remove (KL).
     distill_loss: jax.Array
     distill_kl: jax.Array
+    # Self-imitation (0 when off): its policy term, and the share of the replay's steps whose
+    # return still beats the critic.
+    sil_loss: jax.Array
+    sil_positive: jax.Array
     explained_variance: jax.Array
     learning_rate: jax.Array
     # Non-zero where the update was undone because a value came out non-finite: the sum of
@@ -291,21 +299,23 @@ def nonfinite_bits(metrics: UpdateMetrics, params, num_seeds: int) -> jax.Array:
 
 
 def runner_state_specs(num_seeds: int = 1, curriculum: bool = False,
-                       recurrent: bool = False) -> RunnerState:
+                       recurrent: bool = False, replay: bool = False) -> RunnerState:
     """PartitionSpecs: per-env fields split over the device axis, the rest replicated. With
     ``num_seeds > 1`` every field has a leading seed axis (never split). Each device's
-    curriculum archive is its own (split); a recurrent core's hidden state is per env."""
+    curriculum archive and self-imitation replay are its own (split); a recurrent core's
+    hidden state is per env."""
     split, same = (P(DEVICE_AXIS), P()) if num_seeds == 1 else (P(None, DEVICE_AXIS), P())
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
                        update_key=same, episode=split, return_stats=same, update_step=same,
                        curriculum=split if curriculum else None,
-                       hidden=split if recurrent else None)
+                       hidden=split if recurrent else None,
+                       replay=split if replay else None)
 
 
 def config_runner_state_specs(config: TrainConfig) -> RunnerState:
     """``runner_state_specs`` for the runner state of ``config``."""
     return runner_state_specs(config.num_seeds, config.curriculum_share > 0,
-                              config.recurrent_core != "none")
+                              config.recurrent_core != "none", config.sil_coef > 0)
 
 
 # ---------------------------------------------------------------------------- 3. init
@@ -326,6 +336,17 @@ def learning_rate_schedule(config: TrainConfig) -> Callable:
 def make_optimizer(config: TrainConfig) -> optax.GradientTransformation:
     return optax.chain(optax.clip_by_global_norm(config.max_grad_norm),
                        optax.adam(learning_rate=learning_rate_schedule(config), eps=1e-5))
+
+
+def transition_example(env, obs, recurrent: bool) -> Transition:
+    """A ``Transition`` of zeros for one step of the envs of ``obs`` (leading axis N), with the
+    rollout's dtypes."""
+    count = jax.tree.leaves(obs)[0].shape[0]
+    zeros, no = jnp.zeros(count, jnp.float32), jnp.zeros(count, bool)
+    return Transition(obs=env.compact_observation(obs), mask=env.action_mask(obs),
+                      action=jnp.zeros(count, jnp.int32), log_prob=zeros, value=zeros,
+                      reward=zeros, terminated=no, truncated=no, bootstrap_value=zeros,
+                      episode_start=no if recurrent else None)
 
 
 def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic,
@@ -354,6 +375,13 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                 jax.random.fold_in(jax.random.PRNGKey(seed), CURRICULUM_KEY_TAG), first_env)
             archive = empty_archive(env_state, obs, env.num_stages, config.curriculum_slots,
                                     archive_key)
+        hidden = network.initial_hidden(count) if is_recurrent(network) else None
+        replay = None
+        if config.sil_coef > 0:
+            # This device's share of the replay (``count`` of the ``num_envs`` envs).
+            replay = self_imitation.empty_replay(
+                transition_example(env, obs, hidden is not None), hidden,
+                config.sil_windows * count // config.num_envs, config.sil_item_length)
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
             env_keys=rows(env_key), update_key=update_key,
@@ -363,8 +391,7 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                                                             jnp.float32),
                                         discounted_returns=jnp.zeros(count, jnp.float32)),
             return_stats=ReturnStatistics.initial(),
-            update_step=jnp.int32(0), curriculum=archive,
-            hidden=network.initial_hidden(count) if is_recurrent(network) else None)
+            update_step=jnp.int32(0), curriculum=archive, hidden=hidden, replay=replay)
 
     def init(first_env, count):
         if config.num_seeds == 1:
@@ -416,7 +443,8 @@ def shard_runner_state(runner: RunnerState, mesh: Mesh, num_seeds: int = 1) -> R
     """Place a runner state of global host values (e.g. a checkpoint's) on the mesh."""
     return jax.tree.map(lambda spec, subtree: place_on_mesh(subtree, mesh, spec),
                         runner_state_specs(num_seeds, runner.curriculum is not None,
-                                           runner.hidden is not None), runner,
+                                           runner.hidden is not None,
+                                           runner.replay is not None), runner,
                         is_leaf=lambda x: isinstance(x, P))
 
 
@@ -718,28 +746,34 @@ def sequence_minibatch(transitions: Transition, advantages, targets, window_hidd
 def update_epochs(params, opt_state, transitions: Transition, advantages, targets, key,
                   config: TrainConfig, network: ActorCritic,
                   optimizer: optax.GradientTransformation, axis_name: str | None,
-                  window_hidden=None, distill=None, group_matrix=None):
+                  window_hidden=None, distill=None, group_matrix=None, replay=None):
     """``update_epochs`` passes of shuffled minibatch SGD over this device's share of the batch;
     gradients are averaged over devices before each optimizer step. With a recurrent core
     (``window_hidden``: the hidden state at each BPTT window's start) minibatches hold whole
     sequences, not single steps. With search distillation (``distill``: per env ``obs``,
     ``target`` and ``mask``) every minibatch also fits an equal share of the targets,
-    weighted by ``distill_coef``."""
+    weighted by ``distill_coef``. With self-imitation (``replay``, purejaxrl/self_imitation.py)
+    every minibatch also imitates an equal share of the replay, weighted by ``sil_coef``."""
 
-    def loss(params, batch, adv, tgt, hidden, distilled):
+    def loss(params, batch, adv, tgt, hidden, distilled, imitated):
         total, aux = ppo_loss(params, network, batch, adv, tgt, config, hidden, group_matrix)
-        if distilled is None:
-            return total, dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0))
-        cross_entropy, fit = distillation_loss(network, params, distilled["obs"],
-                                               distilled["target"], distilled["mask"],
-                                               distilled.get("hidden"), distilled.get("weight"))
-        total = total + config.distill_coef * cross_entropy
-        return total, dict(aux, total_loss=total, distill_loss=cross_entropy,
-                           distill_kl=fit["kl"])
+        aux = dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0),
+                   sil_loss=jnp.float32(0.0), sil_positive=jnp.float32(0.0))
+        if distilled is not None:
+            cross_entropy, fit = distillation_loss(
+                network, params, distilled["obs"], distilled["target"], distilled["mask"],
+                distilled.get("hidden"), distilled.get("weight"))
+            total = total + config.distill_coef * cross_entropy
+            aux.update(distill_loss=cross_entropy, distill_kl=fit["kl"])
+        if imitated is not None:
+            sil_total, sil = self_imitation.self_imitation_loss(network, params, imitated)
+            total = total + config.sil_coef * sil_total
+            aux.update(sil)
+        return total, dict(aux, total_loss=total)
 
     def minibatch_step(carry, minibatch):
         params, opt_state = carry
-        rows, distilled = minibatch
+        rows, distilled, imitated = minibatch
         if window_hidden is None:
             batch, adv, tgt, hidden = step_minibatch(transitions, advantages, targets, rows,
                                                      config)
@@ -748,7 +782,8 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
                                                          window_hidden, rows, config)
         if config.normalize_advantages:
             adv = normalize_advantages(adv, axis_name)
-        grads, aux = jax.grad(loss, has_aux=True)(params, batch, adv, tgt, hidden, distilled)
+        grads, aux = jax.grad(loss, has_aux=True)(params, batch, adv, tgt, hidden, distilled,
+                                                  imitated)
         if axis_name is not None:
             grads, aux = lax.pmean((grads, aux), axis_name)
         aux["grad_norm"] = optax.tree.norm(grads)
@@ -765,7 +800,11 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
                                            distill["target"].shape[0])
             distilled = jax.tree.map(
                 lambda x: x[order].reshape((config.num_minibatches, -1) + x.shape[1:]), distill)
-        return lax.scan(minibatch_step, carry, (rows, distilled))
+        imitated = None
+        if replay is not None:
+            imitated = self_imitation.minibatch_shares(
+                replay, jax.random.fold_in(epoch_key, SIL_KEY_TAG), config.num_minibatches)
+        return lax.scan(minibatch_step, carry, (rows, distilled, imitated))
 
     (params, opt_state), aux = lax.scan(epoch, (params, opt_state),
                                         jax.random.split(key, config.update_epochs))
@@ -860,9 +899,15 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     if config.distill_coef > 0:
         distill = search_distillation_targets(
             runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))
+    replay = runner.replay
+    if replay is not None:
+        replay = self_imitation.store(replay, transitions, targets, window_hidden,
+                                      runner.update_step,
+                                      config.sil_windows_per_update // config.num_devices)
     params, opt_state, losses = update_epochs(
         runner.params, runner.opt_state, transitions, advantages, targets, shuffle_key, config,
-        network, optimizer, axis_name, window_hidden, distill, env.action_group_matrix())
+        network, optimizer, axis_name, window_hidden, distill, env.action_group_matrix(),
+        replay)
 
     sums = jax.tree.map(lambda x: jnp.sum(x, axis=(0, 1)), stats)
     if axis_name is not None:
@@ -872,7 +917,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
         explained_variance=explained_variance(transitions.value, targets, axis_name),
         learning_rate=jnp.asarray(learning_rate, jnp.float32), nonfinite=jnp.float32(0.0))
     runner = runner.replace(params=params, opt_state=opt_state, update_key=update_key,
-                            update_step=runner.update_step + 1)
+                            update_step=runner.update_step + 1, replay=replay)
     return runner, metrics
 
 

@@ -61,7 +61,8 @@ _CONFIG_FLAGS = (
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
-    "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "num_devices",
+    "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "sil_coef",
+    "sil_windows", "sil_windows_per_update", "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
@@ -186,6 +187,17 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--distill-prior-mix", type=finite_float, metavar="P",
                          help="a share P of uniform over the env's action groups mixed into "
                               "the teacher's prior at the states it labels (default 0)")
+    sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
+    sil.add_argument("--sil-coef", type=finite_float, metavar="C",
+                     help="weight of self-imitation: each minibatch also imitates the actions "
+                          "of a replay of the recent rollouts' best items (steps, or BPTT "
+                          "windows), where their return still beats the critic (Oh et al. "
+                          "2018; default 0: off)")
+    sil.add_argument("--sil-windows", type=int, metavar="K",
+                     help="the replay's items per device (default 1024)")
+    sil.add_argument("--sil-windows-per-update", type=int, metavar="B",
+                     help="the items each rollout adds, its B with the most positive "
+                          "advantage; each stays K / B updates (default 128)")
     net = parser.add_argument_group("network")
     net.add_argument("--hidden-width", type=int)
     net.add_argument("--hidden-depth", type=int, help="hidden layers per torso")
