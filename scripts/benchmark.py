@@ -58,7 +58,8 @@ def train_config(args, num_envs: int, num_devices: int):
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds,
-                         group_entropy_coef=args.group_entropy_coef, **network_choice)
+                         group_entropy_coef=args.group_entropy_coef, sil_coef=args.sil_coef,
+                         **network_choice)
     config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches)
     updates = args.updates_per_chunk * (args.repeats + 1)
     config = config.replace(total_timesteps=max(config.total_timesteps,
@@ -111,6 +112,7 @@ def bench_train(args, num_envs: int) -> dict:
         "head_width": config.head_width, "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
+        "sil_coef": config.sil_coef,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
         "xla_memory_mb": chunk.memory_mb(),
@@ -352,6 +354,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train mode: the group-entropy bonus (default 0: off); not part "
                              "of --compare's configuration key, so a run with it compares "
                              "with one without")
+    parser.add_argument("--sil-coef", type=float, default=0.0,
+                        help="train mode: self-imitation's weight, with the trainer's replay "
+                             "sizes (default 0: off); not part of --compare's configuration "
+                             "key, so a run with it compares with one without")
     parser.add_argument("--compile-only", action="store_true",
                         help="train mode: compile each configuration and report the memory "
                              "XLA assigns per device (the runner state and the temporaries: "

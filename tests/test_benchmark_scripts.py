@@ -100,7 +100,7 @@ def test_train_benchmark_of_vmapped_seeds_counts_every_seed(tmp_path):
 def test_compile_only_reports_the_memory_xla_assigns_and_runs_nothing(tmp_path):
     """--compile-only: one row per env count with XLA's memory per device and no timing
     (nothing ran: no steps/s, no update count); the temporaries grow with the batch (the
-    rollout is their bulk). Refused outside train mode before any work."""
+    rollout is their bulk); self-imitation's replay adds to the arguments. Refused outside train mode before any work."""
     path = str(tmp_path / "results.jsonl")
     done = run(BENCHMARK, "--mode", "train", "--num-envs", "256", "4096", *TINY_TRAIN,
                "--compile-only", "--ledger", path)
@@ -113,6 +113,15 @@ def test_compile_only_reports_the_memory_xla_assigns_and_runs_nothing(tmp_path):
         assert set(row["xla_memory_mb"]) == {"arguments", "outputs", "aliased", "temporaries"}
     assert large["xla_memory_mb"]["temporaries"] > small["xla_memory_mb"]["temporaries"] > 0
     assert done.stdout.count("compiled only: XLA needs") == 2
+    # Self-imitation's replay is part of the runner state: more arguments, recorded weight.
+    imitating = run(BENCHMARK, "--mode", "train", "--num-envs", "256", *TINY_TRAIN,
+                    "--compile-only", "--sil-coef", "0.02", "--ledger", path)
+    assert imitating.returncode == 0, imitating.stderr[-3000:]
+    with open(path) as f:
+        replayed = [json.loads(line) for line in f][-1]
+    assert replayed["sil_coef"] == replayed["config"]["sil_coef"] == 0.02
+    assert small["sil_coef"] == 0.0
+    assert replayed["xla_memory_mb"]["arguments"] > small["xla_memory_mb"]["arguments"]
     refused = run(BENCHMARK, "--mode", "env", "--num-envs", "2", "--compile-only",
                   "--ledger", path)
     assert refused.returncode == 2 and "--compile-only needs --mode train" in refused.stderr
