@@ -300,14 +300,15 @@ def _config_of(values: dict, file_path: str) -> TrainConfig:
 
 @functools.lru_cache(maxsize=8)
 def _template(config: TrainConfig):
-    """Shapes and dtypes of the runner state of ``config`` (traced, nothing computed)."""
+    """Shapes and dtypes of the global runner state of ``config`` on its devices (traced,
+    nothing computed)."""
     from purejaxrl import ppo  # imports the envs: only once the distributed runtime is up
     from purejaxrl.networks import make_network
     # Not ppo.build: its trace of an env step would only name what the env declares.
     env, env_params = ppo.make_env(config)
     network, optimizer = make_network(config, env), ppo.make_optimizer(config)
-    return jax.eval_shape(lambda: ppo.init_runner_state(config, env, env_params, network,
-                                                        optimizer, len(env.reward_components)))
+    return ppo.global_state_shapes(config, env, env_params, network, optimizer,
+                                   len(env.reward_components))
 
 
 def runner_state_template(config: TrainConfig):

@@ -351,14 +351,15 @@ def transition_example(env, obs, recurrent: bool) -> Transition:
 
 def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic,
                       optimizer: optax.GradientTransformation, num_components: int,
-                      mesh: Mesh | None = None) -> RunnerState:
+                      mesh: Mesh | None = None, first_device_only: bool = False) -> RunnerState:
     """The state before the first update, a pure function of ``config.seed`` (jitted).
 
     Env ``i`` is reset with row ``i`` of one global key split, whatever the layout. With a
     ``mesh`` every device builds only its own rows (``envs_per_device`` of them, at its
     position on the device axis) and the result is a global array sharded like
     ``runner_state_specs``: in a multi-process run no process creates another's envs, and the
-    state is the same for any device or process count."""
+    state is the same for any device or process count. ``first_device_only`` (no mesh): the
+    first device's part alone, as that device would build it (``global_state_shapes``)."""
 
     def init_seed(seed, first_env, count):
         net_key, reset_key, env_key, update_key = jax.random.split(jax.random.PRNGKey(seed), 4)
@@ -401,7 +402,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                             *[init_seed(seed, first_env, count) for seed in config.seeds])
 
     if mesh is None:
-        return jax.jit(lambda: init(0, config.num_envs))()
+        count = config.envs_per_device if first_device_only else config.num_envs
+        return jax.jit(lambda: init(0, count))()
     per_device = config.num_envs // mesh.size
 
     def local_init():
@@ -409,6 +411,29 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
     return jax.jit(jax.shard_map(local_init, mesh=mesh, in_specs=(),
                                  out_specs=config_runner_state_specs(config),
                                  check_vma=False))()
+
+
+def global_state_shapes(config: TrainConfig, env, env_params, network: ActorCritic,
+                        optimizer: optax.GradientTransformation,
+                        num_components: int) -> RunnerState:
+    """The shapes and dtypes (``jax.ShapeDtypeStruct``) of the global runner state a run of
+    ``config`` holds on its ``num_devices`` devices, computed on any machine: one device's part
+    with every split field's device axis ``num_devices`` times as long. A per-device field
+    whose size does not follow the envs (the curriculum's archive) is the concatenation of
+    every device's own, as the sharded state is."""
+    part = jax.eval_shape(lambda: init_runner_state(config, env, env_params, network,
+                                                    optimizer, num_components,
+                                                    first_device_only=True))
+
+    def widen(spec, subtree):
+        if DEVICE_AXIS not in spec:
+            return subtree
+        axis = tuple(spec).index(DEVICE_AXIS)
+        return jax.tree.map(lambda x: jax.ShapeDtypeStruct(
+            x.shape[:axis] + (x.shape[axis] * config.num_devices,) + x.shape[axis + 1:],
+            x.dtype), subtree)
+    return jax.tree.map(widen, config_runner_state_specs(config), part,
+                        is_leaf=lambda x: isinstance(x, P))
 
 
 def make_mesh(num_devices: int) -> Mesh:

@@ -100,7 +100,8 @@ def test_train_benchmark_of_vmapped_seeds_counts_every_seed(tmp_path):
 def test_compile_only_reports_the_memory_xla_assigns_and_runs_nothing(tmp_path):
     """--compile-only: one row per env count with XLA's memory per device and no timing
     (nothing ran: no steps/s, no update count); the temporaries grow with the batch (the
-    rollout is their bulk); self-imitation's replay adds to the arguments. Refused outside train mode before any work."""
+    rollout is their bulk); self-imitation's replay adds to the arguments. Refused outside
+    train mode before any work."""
     path = str(tmp_path / "results.jsonl")
     done = run(BENCHMARK, "--mode", "train", "--num-envs", "256", "4096", *TINY_TRAIN,
                "--compile-only", "--ledger", path)
