@@ -1,12 +1,6 @@
 """Start-state curriculum (purejaxrl/curriculum.py) on stand-in states: a state is one number
 per env, so where each env's next episode starts from can be read off directly."""
 
-import json
-import os
-import subprocess
-import sys
-import textwrap
-
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,9 +10,8 @@ from purejaxrl import ppo
 from purejaxrl.checkpoint import load_checkpoint
 from purejaxrl.curriculum import FIRST_ARCHIVED_STAGE, curriculum_step, empty_archive
 from purejaxrl.train import train
-from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
+from tests.trainer.toy_run import CONFIG, assert_trees_equal, options, run_on_four_devices
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 NUM_STAGES, SLOTS, N = 5, 2, 32  # stages 3..5 are archived
 
 
@@ -156,36 +149,23 @@ def test_a_curriculum_run_resumes_bit_for_bit_with_its_archive(tmp_path, compile
     assert_trees_equal(second.runner_state, whole.runner_state)
 
 
-FOUR_DEVICES = textwrap.dedent("""
-    import json, os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    sys.path.insert(0, sys.argv[1])
-    import pathlib
-    from purejaxrl.checkpoint import load_checkpoint
-    from purejaxrl.train import train
-    from tests.trainer.toy_run import CONFIG, options
-    config = CONFIG.replace(curriculum_share=1.0, curriculum_slots=2, num_devices=4)
-    out = pathlib.Path(sys.argv[2])
-    first = train(config, options(out, None), stop_after_updates=3)
-    second = train(config, options(out, None), checkpoint=load_checkpoint(first.run_dir))
-    from purejaxrl import ppo
-    from purejaxrl.curriculum import archived_stages
-    stages = archived_stages(ppo.make_env(config)[0].num_stages)
-    print(json.dumps({"writes": list(first.runner_state.curriculum.writes.shape),
-                      "stages": stages, "updates_done": second.updates_done}))
-""")
-
-
 @pytest.mark.slow  # extended suite: a 4-device run in a subprocess
 def test_a_curriculum_run_on_four_devices_resumes_with_every_devices_archive(tmp_path):
     """Every device keeps its own archive, so the global state holds 4 of them; the checkpoint
     of such a run holds all 4 and resumes on the same 4 devices (the checkpoint's template is
     the global state's shape for the run's device count, not one device's)."""
-    completed = subprocess.run(
-        [sys.executable, "-c", FOUR_DEVICES, REPO_ROOT, str(tmp_path)], capture_output=True,
-        text=True, env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_on_four_devices("""
+        from purejaxrl import ppo
+        from purejaxrl.checkpoint import load_checkpoint
+        from purejaxrl.curriculum import archived_stages
+        from purejaxrl.train import train
+        from tests.trainer.toy_run import CONFIG, options
+        config = CONFIG.replace(curriculum_share=1.0, curriculum_slots=2, num_devices=4)
+        first = train(config, options(out, None), stop_after_updates=3)
+        second = train(config, options(out, None), checkpoint=load_checkpoint(first.run_dir))
+        print(json.dumps({"writes": list(first.runner_state.curriculum.writes.shape),
+                          "stages": archived_stages(ppo.make_env(config)[0].num_stages),
+                          "updates_done": second.updates_done}))
+    """, tmp_path)
     assert report["writes"] == [4 * report["stages"]]
     assert report["updates_done"] == CONFIG.num_updates

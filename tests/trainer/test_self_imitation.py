@@ -3,12 +3,7 @@ keeps and for how long, how a recurrent window keeps the hidden state it started
 loss imitates an action only while its return beats the critic, and that a run with it trains,
 reports it and resumes bit for bit."""
 
-import json
-import os
 import re
-import subprocess
-import sys
-import textwrap
 
 import jax
 import jax.numpy as jnp
@@ -20,9 +15,7 @@ from purejaxrl.checkpoint import load_checkpoint
 from purejaxrl.config import ConfigError, validate_config
 from purejaxrl.networks import log_prob_of
 from purejaxrl.train import train
-from tests.trainer.toy_run import CONFIG, assert_trees_equal, options
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.trainer.toy_run import CONFIG, assert_trees_equal, options, run_on_four_devices
 
 # 4 envs x 8 steps: 32 one-step items per rollout; the replay holds 8, 4 from each update.
 SIL = CONFIG.replace(sil_coef=1.0, sil_windows=8, sil_windows_per_update=4)
@@ -170,37 +163,25 @@ def test_a_self_imitation_run_reports_its_loss_and_resumes_bit_for_bit(tmp_path,
     assert_trees_equal(second.runner_state, whole.runner_state)
 
 
-FOUR_DEVICES = textwrap.dedent("""
-    import json, os, sys
-    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
-    os.environ["JAX_PLATFORMS"] = "cpu"
-    sys.path.insert(0, sys.argv[1])
-    from purejaxrl.checkpoint import load_checkpoint
-    from tests.trainer.test_self_imitation import SIL
-    from tests.trainer.toy_run import options
-    from purejaxrl.train import train
-    import pathlib
-    out = pathlib.Path(sys.argv[2])
-    four = train(SIL.replace(num_devices=4), options(out, None), stop_after_updates=2)
-    replay = four.runner_state.replay
-    one = train(SIL, options(out, None), checkpoint=load_checkpoint(four.run_dir))
-    print(json.dumps({"rows": replay.filled.shape[0],
-                      "shard_rows": [s.data.shape[0] for s in replay.filled.addressable_shards],
-                      "filled": int(replay.filled.sum()),
-                      "updates_done": one.updates_done,
-                      "first_record": one.records[0]["update"]}))
-""")
-
-
 @pytest.mark.slow  # extended suite: a 4-device run in a subprocess
 def test_the_replay_is_split_over_devices_and_a_checkpoint_resumes_on_one(tmp_path):
     """K and B are global: on 4 devices each keeps K / 4 items and writes B / 4 per update,
     so the checkpoint holds K rows as a 1-device run's does, and resumes on 1 device."""
-    completed = subprocess.run(
-        [sys.executable, "-c", FOUR_DEVICES, REPO_ROOT, str(tmp_path)], capture_output=True,
-        text=True, env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, timeout=600)
-    assert completed.returncode == 0, completed.stderr[-4000:]
-    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    report = run_on_four_devices("""
+        from purejaxrl.checkpoint import load_checkpoint
+        from purejaxrl.train import train
+        from tests.trainer.test_self_imitation import SIL
+        from tests.trainer.toy_run import options
+        four = train(SIL.replace(num_devices=4), options(out, None), stop_after_updates=2)
+        replay = four.runner_state.replay
+        one = train(SIL, options(out, None), checkpoint=load_checkpoint(four.run_dir))
+        print(json.dumps({"rows": replay.filled.shape[0],
+                          "shard_rows": [s.data.shape[0]
+                                         for s in replay.filled.addressable_shards],
+                          "filled": int(replay.filled.sum()),
+                          "updates_done": one.updates_done,
+                          "first_record": one.records[0]["update"]}))
+    """, tmp_path)
     assert report["rows"] == SIL.sil_windows and report["shard_rows"] == [2, 2, 2, 2]
     assert report["filled"] == SIL.sil_windows  # 2 updates x 4 items fill the ring of 8
     assert report["updates_done"] == SIL.num_updates and report["first_record"] > 2

@@ -4,6 +4,11 @@ serves every test, in-process or subprocess, that runs the same program)."""
 
 import dataclasses
 import functools
+import json
+import os
+import subprocess
+import sys
+import textwrap
 
 import jax
 import numpy as np
@@ -48,3 +53,25 @@ def jitted_collect(config: TrainConfig, env, env_params, network, components):
     return jax.jit(functools.partial(ppo.collect_rollout, config=config, env=env,
                                      env_params=env_params, network=network,
                                      reward_components=components))
+
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# What a script run on four devices starts with: XLA_FLAGS must be set before jax is imported.
+_FOUR_DEVICES_PRELUDE = """
+import json, os, pathlib, sys
+os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=4"
+os.environ["JAX_PLATFORMS"] = "cpu"
+sys.path.insert(0, sys.argv[1])
+out = pathlib.Path(sys.argv[2])
+"""
+
+
+def run_on_four_devices(body: str, out_dir) -> dict:
+    """Run ``body`` (Python that may use ``out``, a fresh directory, and must print one JSON
+    line last) in a subprocess that sees 4 forced CPU devices; returns that JSON."""
+    script = _FOUR_DEVICES_PRELUDE + textwrap.dedent(body)
+    completed = subprocess.run(
+        [sys.executable, "-c", script, REPO_ROOT, str(out_dir)], capture_output=True, text=True,
+        env={k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}, timeout=600)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    return json.loads(completed.stdout.strip().splitlines()[-1])
