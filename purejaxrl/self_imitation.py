@@ -63,37 +63,49 @@ def empty_replay(transition_example, hidden_example, windows: int,
                          filled=jnp.zeros(windows, bool))
 
 
-def rollout_items(transitions, targets, window_hidden):
-    """The rollout's items, item-major: ([I, L] transitions, [I, L] targets, [I, C] hidden or
-    None). Item ``w * N + n`` is env n's window w (a recurrent core with W windows of L = T / W
-    steps: ``window_hidden`` f32[W, N, C]); without a core, item ``t * N + n`` is step t of env
-    n (L = 1)."""
-    steps, envs = targets.shape[:2]
-    if window_hidden is None:
-        flat = lambda x: x.reshape((steps * envs, 1) + x.shape[2:])  # noqa: E731
-        return jax.tree.map(flat, transitions), flat(targets), None
-    windows = window_hidden.shape[0]
-    length = steps // windows
+def item_length(targets, window_hidden) -> int:
+    """The steps of one item: a BPTT window, or one step without a core."""
+    return 1 if window_hidden is None else targets.shape[0] // window_hidden.shape[0]
 
-    def item_major(x):  # [T, N, ...] -> [W, L, N, ...] -> [W, N, L, ...] -> [W * N, L, ...]
-        x = x.reshape((windows, length, envs) + x.shape[2:])
-        return jnp.swapaxes(x, 1, 2).reshape((windows * envs, length) + x.shape[3:])
-    return (jax.tree.map(item_major, transitions), item_major(targets),
-            window_hidden.reshape((windows * envs,) + window_hidden.shape[2:]))
+
+def gather_items(transitions, targets, window_hidden, items):
+    """Items ``items`` (i32[B]) of the rollout, item-major: ([B, L] transitions, [B, L]
+    targets, [B, C] hidden or None), gathered straight from the [T, N] arrays (no copy of the
+    whole rollout). Item ``w * N + n`` is env n's window w (a recurrent core with W windows of
+    L = T / W steps: ``window_hidden`` f32[W, N, C]); without a core, item ``t * N + n`` is
+    step t of env n (L = 1)."""
+    envs, length = targets.shape[1], item_length(targets, window_hidden)
+    window, env = items // envs, items % envs
+    rows = window[:, None] * length + jnp.arange(length)[None, :]  # [B, L] steps
+
+    def pick(x):
+        return x[rows, env[:, None]]
+    hidden = None if window_hidden is None else window_hidden[window, env]
+    return jax.tree.map(pick, transitions), pick(targets), hidden
+
+
+def rollout_items(transitions, targets, window_hidden):
+    """Every item of the rollout, in item order (``gather_items``)."""
+    steps, envs = targets.shape[:2]
+    return gather_items(transitions, targets, window_hidden,
+                        jnp.arange(steps * envs // item_length(targets, window_hidden)))
 
 
 def store(replay: ReplayWindows, transitions, targets, window_hidden, update_step,
           windows_per_update: int) -> ReplayWindows:
     """Write this rollout's ``windows_per_update`` items with the most positive advantage
     (``targets - transitions.value``) into the ring block of ``update_step``."""
-    items, item_targets, item_hidden = rollout_items(transitions, targets, window_hidden)
-    gain = jnp.sum(jnp.maximum(item_targets - items.value, 0.0), axis=1)
+    steps, envs = targets.shape[:2]
+    length = item_length(targets, window_hidden)
+    gap = jnp.maximum(targets - transitions.value, 0.0)  # [T, N]
+    gain = jnp.sum(gap.reshape(steps // length, length, envs), axis=1).reshape(-1)
     _, best = lax.top_k(gain, windows_per_update)
+    items, item_targets, item_hidden = gather_items(transitions, targets, window_hidden, best)
     blocks = replay.filled.shape[0] // windows_per_update
     start = (update_step % blocks) * windows_per_update
 
     def write(buffer, new):
-        return lax.dynamic_update_slice_in_dim(buffer, new[best], start, axis=0)
+        return lax.dynamic_update_slice_in_dim(buffer, new, start, axis=0)
     return ReplayWindows(
         transitions=jax.tree.map(write, replay.transitions, items),
         targets=write(replay.targets, item_targets),
