@@ -17,8 +17,8 @@ import numpy as np
 from envs.compile_cache import enable_compile_cache
 from purejaxrl import distributed, ppo
 from purejaxrl.checkpoint import (CheckpointError, list_checkpoints, run_contents,
-                                  save_checkpoint, seed_directories, seed_directory_name,
-                                  stack_seeds)
+                                  runner_state_template, save_checkpoint, seed_directories,
+                                  seed_directory_name, stack_seeds)
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
 from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
@@ -191,6 +191,24 @@ def check_resume(config: TrainConfig, checkpoint: Optional[dict], resuming: bool
                               "this run): " + "; ".join(differences)
                               + ". Pass only run options when resuming, or use --weights-only "
                               "to start a new run from its weights.")
+        if saved.num_devices != config.num_devices:
+            _check_state_moves(saved, config)
+
+
+def _check_state_moves(saved: TrainConfig, config: TrainConfig) -> None:
+    """A state split over the envs moves to another device count as it is; a per-device part
+    whose size does not follow the envs (the curriculum's archive: one per device) does not."""
+    def shapes(of):
+        leaves = jax.tree_util.tree_flatten_with_path(runner_state_template(of))[0]
+        return {jax.tree_util.keystr(path): leaf.shape for path, leaf in leaves}
+    before, after = shapes(saved), shapes(config)
+    per_device = sorted({key.lstrip(".").split(".")[0] for key in before
+                         if before[key] != after[key]})
+    if per_device:
+        raise ConfigError(
+            f"the checkpoint's run keeps its {', '.join(per_device)} per device: it resumes "
+            f"only on its {saved.num_devices} devices (--num-devices {saved.num_devices}), not "
+            f"{config.num_devices}; or use --weights-only to start a new run from its weights")
 
 
 def _same_directory(a: str, b: str) -> bool:

@@ -9,7 +9,8 @@ import pytest
 from purejaxrl import ppo
 from purejaxrl.checkpoint import load_checkpoint
 from purejaxrl.curriculum import FIRST_ARCHIVED_STAGE, curriculum_step, empty_archive
-from purejaxrl.train import train
+from purejaxrl.config import ConfigError
+from purejaxrl.train import check_resume, train
 from tests.trainer.toy_run import CONFIG, assert_trees_equal, options, run_on_four_devices
 
 NUM_STAGES, SLOTS, N = 5, 2, 32  # stages 3..5 are archived
@@ -147,6 +148,23 @@ def test_a_curriculum_run_resumes_bit_for_bit_with_its_archive(tmp_path, compile
     second = train(config, options(tmp_path / "parts", compile_cache_dir),
                    checkpoint=load_checkpoint(first.run_dir))
     assert_trees_equal(second.runner_state, whole.runner_state)
+
+
+def test_a_curriculum_checkpoint_is_refused_on_another_device_count_before_any_work():
+    """Each device keeps its own archive, so a 4-device curriculum state has no 1- or 2-device
+    form: the resume is refused with a one-line reason (not a shape error from inside the
+    update), while a run without the archive moves to any device count (its state follows the
+    envs)."""
+    saved = CONFIG.replace(curriculum_share=1.0, curriculum_slots=2, num_devices=4)
+    checkpoint = {"config": saved.to_dict(), "num_processes": 1}
+    check_resume(saved, checkpoint, True, 1)
+    for devices in (1, 2):
+        with pytest.raises(ConfigError, match="keeps its curriculum per device: it resumes only "
+                                              "on its 4 devices"):
+            check_resume(saved.replace(num_devices=devices), checkpoint, True, 1)
+    plain = CONFIG.replace(num_devices=4)
+    check_resume(plain.replace(num_devices=1), {"config": plain.to_dict(), "num_processes": 1},
+                 True, 1)
 
 
 @pytest.mark.slow  # extended suite: a 4-device run in a subprocess
