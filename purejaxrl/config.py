@@ -21,9 +21,9 @@ from purejaxrl.networks import ATTENTION_HEADS
 
 REWARD_SHAPING_CHOICES = ("swift", "potential")
 ACTIVATION_CHOICES = ("tanh", "relu")
-ENCODER_CHOICES = ("flat", "egocentric", "attention", "cnn")
+ENCODER_CHOICES = ("flat", "egocentric", "egocentric-conv", "attention", "cnn")
 # The encoders that read the env's board view (``board_view``).
-BOARD_ENCODERS = ("egocentric", "attention")
+BOARD_ENCODERS = ("egocentric", "egocentric-conv", "attention")
 COMPUTE_DTYPE_CHOICES = ("float32", "bfloat16")
 RECURRENT_CORE_CHOICES = ("none", "gru")
 

@@ -163,11 +163,11 @@ def print_header() -> None:
 
 def network_label(row: dict) -> str:
     """e.g. ``egocentric8-128x2/mb128`` (train rows), ``-`` for env rows."""
+    from purejaxrl.config import BOARD_ENCODERS
     if not row["benchmark"].startswith("train"):
         return "-"
     encoder = row.get("encoder", "flat")
-    cells = (str(row.get("cell_features", "")) if encoder in ("egocentric", "attention")
-             else "")
+    cells = str(row.get("cell_features", "")) if encoder in BOARD_ENCODERS else ""
     seeds = row.get("num_seeds", 1)
     core = row.get("recurrent_core", "none")
     return (f"{encoder}{cells}-{row['hidden_width']}x{row.get('hidden_depth', 2)}"
@@ -316,6 +316,7 @@ ROWS_MARKER = "=== benchmark rows (json) ==="
 
 
 def build_parser() -> argparse.ArgumentParser:
+    from purejaxrl.config import ENCODER_CHOICES
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("env", "train", "both"), default="both")
@@ -330,10 +331,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
                         help="train mode's environment (env mode is always hackmatrix)")
     parser.add_argument("--reward-shaping", choices=("swift", "potential"), default="swift")
-    parser.add_argument("--encoder", choices=("flat", "egocentric", "attention"),
+    parser.add_argument("--encoder", choices=[e for e in ENCODER_CHOICES if e != "cnn"],
                         help="train mode: the network (default: the trainer's)")
     parser.add_argument("--cell-features", type=int,
-                        help="egocentric per-cell embedding width; attention token width")
+                        help="egocentric encoders' per-cell embedding width; attention token width")
     parser.add_argument("--hidden-width", type=int, help="default: the trainer's")
     parser.add_argument("--hidden-depth", type=int, help="default: the trainer's")
     parser.add_argument("--recurrent-core", choices=("none", "gru"),

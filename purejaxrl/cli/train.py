@@ -205,12 +205,14 @@ def build_parser() -> argparse.ArgumentParser:
     net.add_argument("--encoder", choices=ENCODER_CHOICES,
                      help="flat: MLP over the flat observation (HackMatrix: 1545 values); "
                           "egocentric: player-centred grid with a per-cell embedding (envs "
-                          "with a board view: HackMatrix, toy); attention: the board's cells "
+                          "with a board view: HackMatrix, toy); egocentric-conv: the same "
+                          "after 2 residual 3x3 convolutions over the board's cell embeddings; "
+                          "attention: the board's cells "
                           "as tokens with 2 layers of 4-head self-attention (board view; use "
                           "--cell-features 32); cnn: a 3x3 convolution (image observations: "
                           "MinAtar)")
     net.add_argument("--cell-features", type=int,
-                     help="egocentric encoder: features per cell; attention encoder: the "
+                     help="egocentric encoders: features per cell; attention encoder: the "
                           "token width (a multiple of 4)")
     net.add_argument("--separate-torsos", action=flag,
                      help="separate actor and critic MLPs (off: one shared torso)")

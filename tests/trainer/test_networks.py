@@ -1,8 +1,9 @@
 """The egocentric encoder: the player-centred window holds exactly the board cells at each
 offset from the player (HackMatrix's board view: programs-rewards-observation §9.2, player[0] =
 row / 5, player[1] = col / 5; the toy corridor's one-row board), nothing off the board, and the
-network built on it runs on single and batched observations; the attention encoder's tokens
-see every cell of the board; the CNN encoder on images."""
+network built on it runs on single and batched observations; the convolutions of
+egocentric-conv reach exactly the neighbouring cells; the attention encoder's tokens see every
+cell of the board; the CNN encoder on images."""
 
 import jax
 import jax.numpy as jnp
@@ -14,8 +15,8 @@ from envs.hackmatrix.core.constants import GRID
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.networks import (ATTENTION_HEADS, AttentionEncoder, egocentric_grid,
-                                make_network, window_size)
+from purejaxrl.networks import (ATTENTION_HEADS, CONV_LAYERS, AttentionEncoder,
+                                EgocentricEncoder, egocentric_grid, make_network, window_size)
 
 CENTRE = GRID - 1
 EGOCENTRIC_SIZE = 2 * GRID - 1
@@ -68,7 +69,8 @@ def test_window_centre_is_the_player_cell_and_holds_the_whole_board(hackmatrix, 
         assert window[n, ..., -1].sum() == GRID * GRID  # every board cell is in view
 
 
-@pytest.mark.parametrize("encoder, cell_features", [("egocentric", 4), ("attention", 8)])
+@pytest.mark.parametrize("encoder, cell_features",
+                         [("egocentric", 4), ("egocentric-conv", 4), ("attention", 8)])
 def test_board_network_runs_single_and_batched_with_same_outputs(hackmatrix, observations,
                                                                   encoder, cell_features):
     config = TrainConfig(encoder=encoder, cell_features=cell_features, hidden_width=16,
@@ -81,6 +83,34 @@ def test_board_network_runs_single_and_batched_with_same_outputs(hackmatrix, obs
     logits0, value0 = network.apply(params, single)
     np.testing.assert_allclose(logits0, logits[0], rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value0, value[0], rtol=1e-5, atol=1e-6)
+
+
+def test_egocentric_conv_features_reach_exactly_the_cells_its_convolutions_cover(hackmatrix,
+                                                                                 observations):
+    """With CONV_LAYERS 3x3 convolutions the player's own window cell (the window's centre)
+    changes when a cell CONV_LAYERS steps away changes and not when one a step further does;
+    the plain egocentric encoder's centre depends on the player's cell alone, and its
+    parameter tree has no convolution (checkpoints of the default keep loading)."""
+    view = hackmatrix.board_view(jax.tree.map(lambda x: x[0], observations))
+    view = view._replace(row=jnp.int32(0), col=jnp.int32(0))
+    features = 4
+    per_cell = features + 1  # the window's on-board channel
+    start = (CENTRE * EGOCENTRIC_SIZE + CENTRE) * per_cell
+    centre = slice(start, start + features)
+
+    def centre_changes(conv_layers, far_col):
+        encoder = EgocentricEncoder(features, "tanh", "float32", conv_layers)
+        params = encoder.init(jax.random.PRNGKey(0), view)
+        shifted = view._replace(grid=view.grid.at[0, far_col].add(1.0))
+        before, after = encoder.apply(params, view), encoder.apply(params, shifted)
+        return params, not np.allclose(np.asarray(after[centre]), np.asarray(before[centre]))
+
+    conv_params, near = centre_changes(CONV_LAYERS, CONV_LAYERS)
+    assert near and not centre_changes(CONV_LAYERS, CONV_LAYERS + 1)[1]
+    plain_params, plain_near = centre_changes(0, 1)
+    assert not plain_near
+    assert sorted(plain_params["params"]) == ["Dense_0"]
+    assert sorted(conv_params["params"]) == ["Conv_0", "Conv_1", "Dense_0"][:CONV_LAYERS + 1]
 
 
 def test_an_attention_token_depends_on_a_far_cell_and_on_the_players_place(hackmatrix,
