@@ -106,6 +106,18 @@ def window_sources(height: int, width: int) -> np.ndarray:
     return table
 
 
+def neighbourhoods(cells: jax.Array) -> jax.Array:
+    """[..., H, W, 9F] from [..., H, W, F]: each cell's 3x3 neighbourhood, row by row, then the
+    channels (zeros off the board), so that one dense layer on it is a 3x3 convolution with
+    zero padding. Nine slices of the zero-padded board: on CPU the whole update runs faster
+    than with ``nn.Conv`` at 8 channels or with a gather (SPEC §4.2)."""
+    height, width = cells.shape[-3:-1]
+    pad = [(0, 0)] * (cells.ndim - 3) + [(1, 1), (1, 1), (0, 0)]
+    padded = jnp.pad(cells, pad)
+    return jnp.concatenate([padded[..., dr:dr + height, dc:dc + width, :]
+                            for dr in range(3) for dc in range(3)], axis=-1)
+
+
 def egocentric_window(features: jax.Array, row: jax.Array, col: jax.Array) -> jax.Array:
     """f32[..., 2H-1, 2W-1, F + 1] from per-cell ``features`` f32[..., H, W, F]: window cell
     [i, j] holds board cell (row + i - (H-1), col + j - (W-1)), and a last channel is 1 on the
@@ -153,10 +165,8 @@ class EgocentricEncoder(nn.Module):
         act = _ACTIVATIONS[self.activation]
         cells = act(_dense(self.cell_features, np.sqrt(2), dtype)(view.grid.astype(dtype)))
         for _ in range(self.conv_layers):
-            conv = nn.Conv(self.cell_features, (3, 3), padding="SAME",
-                           kernel_init=nn.initializers.orthogonal(np.sqrt(2)),
-                           bias_init=nn.initializers.zeros, dtype=dtype, param_dtype=jnp.float32)
-            cells = cells + act(conv(cells))
+            conv = _dense(self.cell_features, np.sqrt(2), dtype)
+            cells = cells + act(conv(neighbourhoods(cells)))
         window = egocentric_window(cells.astype(jnp.float32), view.row, view.col).astype(dtype)
         return beside_view_features(window, view, dtype)
 

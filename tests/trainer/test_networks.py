@@ -5,6 +5,7 @@ network built on it runs on single and batched observations; the convolutions of
 egocentric-conv reach exactly the neighbouring cells; the attention encoder's tokens see every
 cell of the board; the CNN encoder on images."""
 
+import flax.linen as nn
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -16,7 +17,8 @@ from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import (ATTENTION_HEADS, CONV_LAYERS, AttentionEncoder,
-                                EgocentricEncoder, egocentric_grid, make_network, window_size)
+                                EgocentricEncoder, egocentric_grid, make_network,
+                                neighbourhoods, window_size)
 
 CENTRE = GRID - 1
 EGOCENTRIC_SIZE = 2 * GRID - 1
@@ -85,6 +87,18 @@ def test_board_network_runs_single_and_batched_with_same_outputs(hackmatrix, obs
     np.testing.assert_allclose(value0, value[0], rtol=1e-5, atol=1e-6)
 
 
+def test_a_dense_layer_on_the_neighbourhoods_is_a_zero_padded_3x3_convolution():
+    """``neighbourhoods`` lays out each cell's 3x3 neighbourhood as ``nn.Conv`` reads its
+    kernel (row by row, then the channels), zeros off the board: the same weights give the
+    same output as a SAME-padded convolution, on a non-square board too."""
+    cells = jax.random.normal(jax.random.PRNGKey(2), (3, 4, 5, 6))
+    conv = nn.Conv(7, (3, 3), padding="SAME")
+    params = conv.init(jax.random.PRNGKey(3), cells)
+    kernel, bias = params["params"]["kernel"], params["params"]["bias"]
+    dense = neighbourhoods(cells) @ kernel.reshape(9 * 6, 7) + bias
+    np.testing.assert_allclose(dense, conv.apply(params, cells), rtol=1e-5, atol=1e-5)
+
+
 def test_egocentric_conv_features_reach_exactly_the_cells_its_convolutions_cover(hackmatrix,
                                                                                  observations):
     """With CONV_LAYERS 3x3 convolutions the player's own window cell (the window's centre)
@@ -110,7 +124,7 @@ def test_egocentric_conv_features_reach_exactly_the_cells_its_convolutions_cover
     plain_params, plain_near = centre_changes(0, 1)
     assert not plain_near
     assert sorted(plain_params["params"]) == ["Dense_0"]
-    assert sorted(conv_params["params"]) == ["Conv_0", "Conv_1", "Dense_0"][:CONV_LAYERS + 1]
+    assert sorted(conv_params["params"]) == [f"Dense_{k}" for k in range(CONV_LAYERS + 1)]
 
 
 def test_an_attention_token_depends_on_a_far_cell_and_on_the_players_place(hackmatrix,
