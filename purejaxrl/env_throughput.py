@@ -10,7 +10,6 @@ import os
 import platform
 import resource
 import statistics
-import subprocess
 import time
 
 import jax
@@ -18,6 +17,7 @@ import jax.numpy as jnp
 
 from envs import registry
 from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.provenance import git_commit
 
 
 def random_valid_action(key, mask):
@@ -78,15 +78,6 @@ def peak_device_memory_mb():
     return round(max(peaks) / 2**20, 1) if peaks else None
 
 
-def git_commit():
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=os.path.dirname(os.path.abspath(__file__)),
-                              check=True).stdout.strip()
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
 def bench(num_envs, num_steps, repeats, seed, env_kwargs, env_id=registry.DEFAULT_ENV):
     """One benchmark row of ``env_id`` built with the training options ``env_kwargs``."""
     env, params = registry.make(env_id, **env_kwargs)
@@ -125,7 +116,8 @@ def bench(num_envs, num_steps, repeats, seed, env_kwargs, env_id=registry.DEFAUL
         "episodes_ended": totals["episodes"], "nan_reward": totals["nan"],
         **{key: totals[name] for name, key in CHECKED_METRICS.items()},
         "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
-        "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
+        "backend": jax.default_backend(), "jax": jax.__version__,
+        "commit": git_commit() or "unknown",
         "host": platform.node(), "cpus": os.cpu_count(), "env": env_id, "env_options": env_kwargs,
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }

@@ -19,7 +19,6 @@ import dataclasses
 import datetime
 import json
 import os
-import subprocess
 import time
 from typing import Callable, Optional
 
@@ -34,6 +33,7 @@ from purejaxrl.config import ConfigError, RunOptions, TrainConfig
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
                                   random_policy, stage_report, summarize_episodes)
+from purejaxrl.provenance import git_commit
 
 EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
 
@@ -59,14 +59,6 @@ DEFAULT_EVAL_EPISODES = 512
 LEDGER = os.path.join("benchmarks", "learning", "ledger.jsonl")
 # The reference envs' rows (CartPole, MinAtar: the trainer checked against PureJaxRL's figures).
 REFERENCE_LEDGER = os.path.join("benchmarks", "learning", "reference.jsonl")
-
-
-def git_commit() -> Optional[str]:
-    try:
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, check=True).stdout.strip() or None
-    except (OSError, subprocess.CalledProcessError):
-        return None
 
 
 # Ledger key of a judgement -> whether decisions R9's cross-stage UNDO loop is closed in it.

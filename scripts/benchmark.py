@@ -99,7 +99,7 @@ def bench_train(args, num_envs: int) -> dict:
     t1 = time.perf_counter()
     chunk.compile(lowered=lowered)
     t2 = time.perf_counter()
-    from purejaxrl.env_throughput import git_commit
+    from purejaxrl.provenance import git_commit
     compiled = {
         "benchmark": "train", "env": config.env, "num_envs": num_envs,
         "num_steps": config.num_steps, "num_devices": config.num_devices,
@@ -117,7 +117,8 @@ def bench_train(args, num_envs: int) -> dict:
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
         "xla_memory_mb": chunk.memory_mb(),
         "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
-        "backend": jax.default_backend(), "jax": jax.__version__, "commit": git_commit(),
+        "backend": jax.default_backend(), "jax": jax.__version__,
+        "commit": git_commit() or "unknown",
         "host": platform.node(), "cpus": os.cpu_count(), "config": config.to_dict(),
         "time": time.strftime("%Y-%m-%dT%H:%M:%S"),
     }

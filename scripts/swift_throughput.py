@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
 
@@ -29,6 +28,7 @@ from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,
                                               own_server_command)
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
+from purejaxrl.provenance import git_commit
 
 
 def client_loop(engine, steps: int, rng) -> float:
@@ -52,15 +52,6 @@ def measure(engine, *, steps: int, repeats: int, warmup: int, seed: int) -> dict
     rates = [steps / client_loop(engine, steps, rng) for _ in range(repeats)]
     return {"sps_median": round(statistics.median(rates), 1), "sps_min": round(min(rates), 1),
             "sps_max": round(max(rates), 1), "steps": steps, "repeats": repeats}
-
-
-def _commit() -> str:
-    try:
-        here = os.path.dirname(os.path.abspath(__file__))
-        return subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True, cwd=here).stdout.strip()
-    except OSError:
-        return ""
 
 
 def main(argv=None) -> int:
@@ -100,7 +91,7 @@ def main(argv=None) -> int:
                 f.write(json.dumps({"benchmark": "oracle_throughput", **row, "label": args.label,
                                     "binary": binary_label(args.binary),
                                     "load_before": load_before, "load_after": load_after,
-                                    "cpu_count": os.cpu_count(), "commit": _commit(),
+                                    "cpu_count": os.cpu_count(), "commit": git_commit() or "",
                                     "time": stamp}) + "\n")
     return 0
 
