@@ -6,6 +6,7 @@ envs.registry (HackMatrix, the toy corridor, a gymnax id).
     python scripts/evaluate.py --env hackmatrix --policies random
     python scripts/evaluate.py --env CartPole-v1 --episodes 64          # return and length
     python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
+    python scripts/evaluate.py --checkpoint RUN --rollout-search 8 --search-leaf value
     python scripts/evaluate.py --checkpoint RUN --start-programs 1 --start-programs-pool reset
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
@@ -115,9 +116,9 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     search_error = evaluate_search.arguments_error(args)
-    if requested == [] and not args.search_simulations:
+    if requested == [] and not evaluate_search.wants_search(args):
         search_error = (f"--policies {NO_POLICIES} leaves nothing to evaluate without "
-                        "--search-simulations")
+                        "--search-simulations or --rollout-search")
     if search_error:
         print(f"error: {search_error}", file=sys.stderr)
         return 2
@@ -158,11 +159,11 @@ def main(argv=None) -> int:
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.search_simulations and env.search_hooks is None:
+    if evaluate_search.wants_search(args) and env.search_hooks is None:
         print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
               "has none", file=sys.stderr)
         return 2
-    search_error = args.search_simulations and evaluate_search.env_error(args, env)
+    search_error = evaluate_search.wants_search(args) and evaluate_search.env_error(args, env)
     if search_error:
         print(f"error: {search_error}", file=sys.stderr)
         return 2
@@ -194,7 +195,7 @@ def main(argv=None) -> int:
             if env.search_hooks is not None:  # beside the search rows' stage table
                 results[name]["stage_reached"] = stage_reached_shares(episodes,
                                                                       env.num_stages)
-    if args.search_simulations:
+    if evaluate_search.wants_search(args):
         critic = None
         if args.search_leaf == evaluate_search.VALUE_LEAF:
             stats = checkpoint["runner_state"].return_stats
@@ -214,7 +215,7 @@ def main(argv=None) -> int:
     print(format_table(results))
     if any("stage_reached" in summary for summary in results.values()):
         print(evaluate_search.format_stage_table(results))
-    if args.search_simulations:
+    if evaluate_search.wants_search(args):
         print(evaluate_search.format_costs(results))
         final_state = evaluate_search.format_final_state(results)
         if final_state:

@@ -77,6 +77,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
+    rollout = parser.add_argument_group(
+        "rollout rows (SPEC §4.5): Monte-Carlo rollouts of the network from each candidate "
+        "move, on the same boards; --search-information and --search-leaf apply")
+    rollout.add_argument("--rollout-search", type=int, nargs="+", metavar="R",
+                         help="add a row rollout-R-hH-kK for each R: R rollouts per "
+                         "candidate move, each in its own world (re-drawn for fair rows)")
+    rollout.add_argument("--rollout-horizon", type=int, default=8, metavar="H",
+                         help="steps the network plays after the candidate move before the "
+                         "leaf value ends the rollout (default 8)")
+    rollout.add_argument("--rollout-candidates", type=int, default=8, metavar="K",
+                         help="the K legal moves the network ranks highest are rolled out "
+                         "(default 8; the uniform prior ranks by action index)")
+    rollout.add_argument("--rollout-min-gain-z", type=finite_float, default=0.0, metavar="Z",
+                         help="leave the network's favourite only for a move whose mean gain "
+                         "over it, paired on the same draws, is more than Z standard errors "
+                         "(default 0: the best mean; rows ...-zZ; needs R >= 2)")
+    rollout.add_argument("--rollout-policy", choices=("greedy", "sampled"),
+                         help="the network's move along a rollout: greedy (default with "
+                         "--checkpoint) or sampled (without one: uniformly random playouts)")
+
+
+def wants_search(args) -> bool:
+    """Whether any search row (tree or rollouts) is asked for."""
+    return bool(args.search_simulations or args.rollout_search)
 
 
 def arguments_error(args) -> str | None:
@@ -84,6 +108,22 @@ def arguments_error(args) -> str | None:
     for budget in args.search_simulations or []:
         if budget < 1:
             return f"--search-simulations must be >= 1, got {budget}"
+    for rollouts in args.rollout_search or []:
+        if rollouts < 1:
+            return f"--rollout-search must be >= 1, got {rollouts}"
+    if args.rollout_horizon < 0:
+        return f"--rollout-horizon must be >= 0, got {args.rollout_horizon}"
+    if args.rollout_candidates < 1:
+        return f"--rollout-candidates must be >= 1, got {args.rollout_candidates}"
+    if args.rollout_min_gain_z < 0:
+        return f"--rollout-min-gain-z must be >= 0, got {args.rollout_min_gain_z}"
+    if args.rollout_min_gain_z and min(args.rollout_search or [2]) < 2:
+        return "--rollout-min-gain-z needs --rollout-search R >= 2 (a standard error)"
+    if args.rollout_search and args.search_leaf == "rollout":
+        return ("--search-leaf rollout does not apply to --rollout-search (its rollouts are "
+                "the network's): use exit, zero or value")
+    if args.rollout_policy == "greedy" and args.rollout_search and not args.checkpoint:
+        return "--rollout-policy greedy needs --checkpoint (a uniform policy has no greedy move)"
     if args.search_worlds < 1:
         return f"--search-worlds must be >= 1, got {args.search_worlds}"
     if args.search_boards_in_flight < 1:
@@ -141,16 +181,15 @@ def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
 
 def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 critic: dict | None = None) -> dict:
-    """{row name: summary} for every budget x information x prior asked for, played on the
-    boards of ``key`` (those of the other rows), each with its cost per move. ``critic``
-    (``--search-leaf value``): the checkpoint's ``training_reward``, ``reward_scale`` and
-    ``gamma``, the return its critic estimates."""
-    import jax
-    from purejaxrl.evaluation import summarize_episodes
+    """{row name: summary} for every budget x information x prior asked for (tree search)
+    and every rollout count x information (rollout search), played on the boards of ``key``
+    (those of the other rows), each with its cost per move. ``critic`` (``--search-leaf
+    value``): the checkpoint's ``training_reward``, ``reward_scale`` and ``gamma``, the return
+    its critic estimates."""
     from purejaxrl.networks import is_recurrent
     from purejaxrl.search import (SearchSettings, critic_objective, make_search_policy,
-                                  network_node, network_prior, play_boards,
-                                  stage_reached_shares, uniform_prior, with_value_bonus)
+                                  network_node, network_prior, uniform_prior,
+                                  with_value_bonus)
     search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
     value_leaf = args.search_leaf == VALUE_LEAF
     # The game's hooks (model, worlds, allowed actions); the value leaf replaces its objective.
@@ -164,15 +203,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                  else None)
     bonuses = dict(args.search_program_bonus or [])
     bonus = search_hooks.program_bonus(bonuses) if bonuses else None
+    recurrent = params is not None and is_recurrent(network)
 
-    final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
-    final_labels = getattr(search_hooks, "FINAL_STATE_LABELS", {})
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
     priors = ("uniform", "checkpoint") if prior_choice == "both" else (prior_choice,)
     informations = ("fair", "perfect") if args.search_information == "both" else (
         args.search_information,)
     rows = {}
-    for simulations in args.search_simulations:
+    for simulations in args.search_simulations or []:
         for information in informations:
             for prior in priors:
                 fair = information == "fair"
@@ -181,8 +219,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                                           gamma=gamma)
                 hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf),
                          **objective}
-                if params is not None and is_recurrent(network) and (
-                        prior == "checkpoint" or value_leaf):
+                if recurrent and (prior == "checkpoint" or value_leaf):
                     # The network's hidden state travels down every path of the tree.
                     hooks["node_fn"] = network_node(
                         network, params, use_prior=prior == "checkpoint",
@@ -199,26 +236,10 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                                          else network_prior(network, params,
                                                             args.search_prior_mix,
                                                             group_matrix, mix_where))
-                policy = make_search_policy(settings=settings, **hooks)
-                play = jax.jit(lambda k, policy=policy: play_boards(
-                    env, env_params, policy, k, args.episodes, max_steps,
-                    args.search_boards_in_flight, search_hooks.ACTION_COUNTERS,
-                    final_values))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
                                 args.search_prior_mix, args.search_prior_mix_over,
                                 args.search_prior_mix_where)
-                start = time.perf_counter()
-                compiled = play.lower(key).compile()
-                compile_s = time.perf_counter() - start
-                start = time.perf_counter()
-                episodes = jax.block_until_ready(compiled(key))
-                wall_s = time.perf_counter() - start
-                summary = summarize_episodes(episodes, env)
-                summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
-                summary["final_state"] = final_state_means(episodes, final_values,
-                                                           final_labels)
-                moves = int(jax.device_get(episodes["length"]).sum())
-                summary["search"] = dict(
+                cost = dict(
                     simulations=simulations, worlds=worlds, information=information,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,
                     prior_uniform_share=args.search_prior_mix if prior == "checkpoint" else 0.0,
@@ -226,14 +247,88 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     prior_mix_where=args.search_prior_mix_where,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
-                    moves=moves, wall_s=wall_s, wall_s_per_move=wall_s / max(moves, 1),
-                    compile_s=compile_s, boards_in_flight=args.search_boards_in_flight,
                     program_bonus=bonuses)
-                rows[name] = summary
-                print(f"{name}: stage {summary['stage_mean']:.3f}, win rate "
-                      f"{summary['win_rate']:.3f} ({compile_s:.0f} s compile, {wall_s:.0f} s)",
-                      file=sys.stderr, flush=True)
+                rows[name] = play_row(args, env, env_params, make_search_policy(
+                    settings=settings, **hooks), key, max_steps, name, cost)
+    for rollouts in args.rollout_search or []:
+        for information in informations:
+            name, policy, cost = rollout_row(args, env, network, params, rollouts,
+                                             information == "fair", game_leaf, gamma,
+                                             objective, recurrent)
+            rows[name] = play_row(args, env, env_params, policy, key, max_steps, name, cost)
     return rows
+
+
+def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf: str,
+                gamma: float, objective: dict, recurrent: bool):
+    """(row name, policy, cost) of the rollout search with ``rollouts`` rollouts per
+    candidate: the checkpoint's network ranks the candidates, plays the rollouts and (with
+    the value leaf) ends them; without a checkpoint, uniform random playouts."""
+    from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_policy
+    from purejaxrl.search import network_node, network_prior, uniform_prior
+    hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf), **objective}
+    leaf_value = hooks.pop("leaf_value")
+    value_leaf = args.search_leaf == VALUE_LEAF
+    memory = ()
+    if recurrent:
+        node = network_node(network, params, leaf_value=None if value_leaf else leaf_value)
+        memory = network.initial_hidden(1)[0]
+    else:
+        node = feedforward_node(uniform_prior if params is None
+                                else network_prior(network, params), leaf_value)
+    policy_choice = args.rollout_policy or ("greedy" if params is not None else "sampled")
+    settings = RolloutSettings(num_rollouts=rollouts, horizon=args.rollout_horizon,
+                               num_candidates=args.rollout_candidates, gamma=gamma,
+                               greedy=policy_choice == "greedy",
+                               min_gain_z=args.rollout_min_gain_z)
+    name = (f"rollout-{rollouts}-h{args.rollout_horizon}-k{args.rollout_candidates}"
+            + ("-ppo" if params is not None else "")
+            + ("-sampled" if params is not None and policy_choice == "sampled" else "")
+            + (f"-z{args.rollout_min_gain_z:g}" if args.rollout_min_gain_z else "")
+            + ("" if fair else "-perfect-info")
+            + ("" if args.search_leaf == "exit" else f"-{args.search_leaf}"))
+    cost = dict(rollouts=rollouts, horizon=args.rollout_horizon,
+                candidates=args.rollout_candidates, rollout_policy=policy_choice,
+                min_gain_z=args.rollout_min_gain_z,
+                information="fair" if fair else "perfect",
+                prior="checkpoint" if params is not None else "uniform",
+                leaf=args.search_leaf, gamma=gamma,
+                model_steps_per_move=settings.model_steps_per_move(env.num_actions))
+    policy = make_rollout_policy(settings=settings, node_fn=node, initial_memory=memory,
+                                 **hooks)
+    return name, policy, cost
+
+
+def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
+             cost: dict) -> dict:
+    """One search row: ``policy`` plays the boards of ``key``, compiled and timed apart; its
+    summary gets the stage shares, the final-state values and ``cost`` with the timings."""
+    import jax
+    from purejaxrl.evaluation import summarize_episodes
+    from purejaxrl.search import play_boards, stage_reached_shares
+    search_hooks = env.search_hooks
+    final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
+    final_labels = getattr(search_hooks, "FINAL_STATE_LABELS", {})
+    play = jax.jit(lambda k: play_boards(
+        env, env_params, policy, k, args.episodes, max_steps, args.search_boards_in_flight,
+        search_hooks.ACTION_COUNTERS, final_values))
+    start = time.perf_counter()
+    compiled = play.lower(key).compile()
+    compile_s = time.perf_counter() - start
+    start = time.perf_counter()
+    episodes = jax.block_until_ready(compiled(key))
+    wall_s = time.perf_counter() - start
+    summary = summarize_episodes(episodes, env)
+    summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
+    summary["final_state"] = final_state_means(episodes, final_values, final_labels)
+    moves = int(jax.device_get(episodes["length"]).sum())
+    summary["search"] = dict(cost, moves=moves, wall_s=wall_s,
+                             wall_s_per_move=wall_s / max(moves, 1), compile_s=compile_s,
+                             boards_in_flight=args.search_boards_in_flight)
+    print(f"{name}: stage {summary['stage_mean']:.3f}, win rate "
+          f"{summary['win_rate']:.3f} ({compile_s:.0f} s compile, {wall_s:.0f} s)",
+          file=sys.stderr, flush=True)
+    return summary
 
 
 def final_state_means(episodes: dict, final_values, labels: dict) -> dict:
@@ -275,15 +370,19 @@ def format_stage_table(results: dict) -> str:
 
 
 def format_costs(results: dict) -> str:
-    """Per search row: budget, worlds, model env steps and wall-clock per move, compile."""
+    """Per search row: its budget, model env steps and wall-clock per move, compile time."""
     rows = {name: summary["search"] for name, summary in results.items() if "search" in summary}
     width = max(len(name) for name in rows) + 2
-    headers = ("simulations", "worlds", "model steps/move", "ms/move", "compile s", "run s")
+    headers = ("budget", "model steps/move", "ms/move", "compile s", "run s")
     lines = ["search cost per move (model steps: env steps inside the search)",
-             "policy".ljust(width) + "".join(h.rjust(17) for h in headers)]
+             "policy".ljust(width) + "".join(h.rjust(28 if i == 0 else 17)
+                                             for i, h in enumerate(headers))]
     for name, cost in rows.items():
-        cells = (cost["simulations"], cost["worlds"], cost["model_steps_per_move"],
-                 f"{1000 * cost['wall_s_per_move']:.1f}", f"{cost['compile_s']:.0f}",
-                 f"{cost['wall_s']:.0f}")
-        lines.append(name.ljust(width) + "".join(str(c).rjust(17) for c in cells))
+        budget = (f"{cost['simulations']} sims x {cost['worlds']} worlds"
+                  if "simulations" in cost else
+                  f"{cost['candidates']} moves x {cost['rollouts']} x {cost['horizon'] + 1} steps")
+        cells = (cost["model_steps_per_move"], f"{1000 * cost['wall_s_per_move']:.1f}",
+                 f"{cost['compile_s']:.0f}", f"{cost['wall_s']:.0f}")
+        lines.append(name.ljust(width) + budget.rjust(28)
+                     + "".join(str(c).rjust(17) for c in cells))
     return "\n".join(lines)
