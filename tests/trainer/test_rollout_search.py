@@ -3,7 +3,8 @@ return along the network's rollout plus the discounted critic where it stops; th
 are compared on the same draws of chance; the network's memory travels along each rollout;
 on the game it plays only legal actions (never UNDO), finds the one winning move with no
 prior knowledge, and is a function of its key. The game-free rules run on tiny in-test envs
-(fast); the game's on HackMatrix boards (one compile, extended suite)."""
+(fast); the game's on HackMatrix boards (one compile, extended suite). Its command-line
+options are refused with the search's (test_search.py)."""
 
 import functools
 
@@ -17,7 +18,6 @@ from envs.hackmatrix import HackMatrix, build_observation
 from envs.hackmatrix import search_hooks
 from envs.hackmatrix.core.constants import PROGRAM_ACTION_OFFSET, UNDO
 from purejaxrl import rollout_search, search
-from purejaxrl.cli.evaluate import main as evaluate_main
 from purejaxrl.env_protocol import TrainerEnv
 from tests.trainer.fork_env import Fork, ForkObs, TableCritic
 from tests.trainer.test_search import RIGHT, program_board, stack, undo_board, winning_board
@@ -221,31 +221,3 @@ def test_on_the_game_the_search_wins_plays_legal_moves_and_repeats_itself():
         assert moves[2] != PROGRAM_ACTION_OFFSET + UNDO
         assert game_moves(seed)[0].tolist() == moves.tolist()
 
-
-# ------------------------------------------------------------------ the command line
-
-@pytest.mark.parametrize("arguments, message", [
-    (["--rollout-search", "0"], "--rollout-search must be >= 1, got 0"),
-    (["--rollout-search", "2", "--rollout-horizon", "-1"], "--rollout-horizon must be >= 0"),
-    (["--rollout-search", "2", "--rollout-candidates", "0"],
-     "--rollout-candidates must be >= 1"),
-    (["--rollout-search", "2", "--rollout-min-gain-z", "-1"],
-     "--rollout-min-gain-z must be >= 0"),
-    (["--rollout-search", "1", "4", "--rollout-min-gain-z", "2"],
-     "--rollout-min-gain-z needs --rollout-search R >= 2"),
-    (["--rollout-search", "2", "--search-leaf", "rollout"],
-     "--search-leaf rollout does not apply to --rollout-search"),
-    (["--rollout-search", "2", "--rollout-policy", "greedy"],
-     "--rollout-policy greedy needs --checkpoint"),
-    (["--rollout-search", "2", "--search-leaf", "value"],
-     "--search-leaf value needs --checkpoint"),
-])
-def test_bad_rollout_options_fail_at_once_with_one_line(arguments, message, capsys,
-                                                        monkeypatch):
-    """Bad rollout options get a one-line error and exit 2 before any work (JAX not used)."""
-    def no_work(*args, **kwargs):
-        raise AssertionError("work started")
-    monkeypatch.setattr(jax.random, "PRNGKey", no_work)
-    assert evaluate_main(["--policies", "none"] + arguments) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {message}") and "\n" not in err
