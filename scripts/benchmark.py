@@ -60,7 +60,8 @@ def train_config(args, num_envs: int, num_devices: int):
                          seed=args.seed, num_seeds=args.num_seeds,
                          group_entropy_coef=args.group_entropy_coef, sil_coef=args.sil_coef,
                          **network_choice)
-    config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches)
+    config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches,
+                                  args.update_epochs)
     updates = args.updates_per_chunk * (args.repeats + 1)
     config = config.replace(total_timesteps=max(config.total_timesteps,
                                                 config.batch_size * updates))
@@ -349,6 +350,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="GRU: BPTT window in steps (default: the trainer's, 8)")
     parser.add_argument("--num-minibatches", type=int,
                         help="default: auto-scaled for the batch, as the trainer does")
+    parser.add_argument("--update-epochs", type=int,
+                        help="train mode: epochs per update (default: auto-scaled for the batch, "
+                             "as the trainer does); not part of --compare's configuration key, "
+                             "so a run with it compares with one without")
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
                         default=False)
     parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32")
