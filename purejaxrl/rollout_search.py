@@ -38,7 +38,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxrl.search import env_reward
+from purejaxrl.search import env_reward, searchable
 
 
 @dataclasses.dataclass(frozen=True)
@@ -88,10 +88,7 @@ def make_rollout_search(model_env, model_params, settings: RolloutSettings, *,
     rollouts = settings.num_rollouts
 
     def legal_actions(mask):
-        if allowed_actions is None:
-            return mask
-        restricted = mask & jnp.asarray(allowed_actions)
-        return jnp.where(jnp.any(restricted, axis=-1, keepdims=True), restricted, mask)
+        return searchable(mask, allowed_actions)
 
     def model_step(key, state, action):
         return model_env.step_env(key, state, action, model_params)

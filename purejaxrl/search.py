@@ -189,6 +189,15 @@ def env_reward(reward, info) -> jax.Array:
     return jnp.asarray(reward, jnp.float32)
 
 
+def searchable(mask: jax.Array, allowed_actions: Optional[np.ndarray]) -> jax.Array:
+    """The legal actions of ``mask`` a search may play: those of ``allowed_actions`` (bool[A];
+    None: all), or every legal action where none of them is legal."""
+    if allowed_actions is None:
+        return mask
+    restricted = mask & jnp.asarray(allowed_actions)
+    return jnp.where(jnp.any(restricted, axis=-1, keepdims=True), restricted, mask)
+
+
 def _select(flag: jax.Array, new, old):
     """``new`` where ``flag`` (shape [B]) else ``old``, for pytrees with a leading batch axis."""
     def pick(a, b):
@@ -256,10 +265,7 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
     worlds = settings.num_worlds
 
     def legal_actions(mask):
-        if allowed_actions is None:
-            return mask
-        restricted = mask & jnp.asarray(allowed_actions)
-        return jnp.where(jnp.any(restricted, axis=-1, keepdims=True), restricted, mask)
+        return searchable(mask, allowed_actions)
 
     def recurrent_fn(params, key, action, embedding):
         del params
