@@ -193,6 +193,16 @@ class TrainConfig:
     # choose what the network vetoes (SPEC §4.5).
     distill_where: str = struct.field(pytree_node=False, default="always")
     distill_prior_mix: float = struct.field(pytree_node=False, default=0.0)
+    # The teacher: "tree", the Gumbel MuZero search above; "rollout", the Monte-Carlo rollout
+    # search (purejaxrl/rollout_search.py: ``distill_rollouts`` rollouts in fair worlds of
+    # each of the network's top candidates, with the paired-gain guard), whose target is its
+    # move, weighed only at the states where that move overrules the network's greedy one
+    # (the improvement alone: where they agree the target would only sharpen the policy).
+    distill_teacher: str = struct.field(pytree_node=False, default="tree")
+    distill_rollouts: int = struct.field(pytree_node=False, default=8)
+    # How many envs' states the teacher labels each update (the first ones of each device;
+    # None: every env). A rollout teacher's state costs hundreds of model steps.
+    distill_envs: Optional[int] = struct.field(pytree_node=False, default=None)
     # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
     # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
     # windows with a recurrent core) whose return still beats the critic; the replay holds
@@ -281,6 +291,7 @@ class TrainConfig:
 
 
 DISTILL_LEAVES = ("game", "value")
+DISTILL_TEACHERS = ("tree", "rollout")
 # Where a search's prior is opened (its uniform share) and, for distillation, where the
 # teacher labels: every state, or where the env's search hooks say a program can be acquired
 # (``acquisition_in_reach``). Distillation's --distill-where and evaluate.py's
@@ -300,7 +311,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "distill_where": "always",
-                      "distill_prior_mix": 0.0, "start_programs": 0,
+                      "distill_prior_mix": 0.0, "distill_teacher": "tree",
+                      "distill_rollouts": 8, "distill_envs": None, "start_programs": 0,
                       "start_programs_share": 0.5, "start_programs_pool": [],
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
@@ -517,11 +529,25 @@ def validate_config(config: TrainConfig) -> None:
         need(isinstance(config.distill_prior_mix, (int, float))
              and 0.0 <= config.distill_prior_mix <= 1.0,
              f"--distill-prior-mix must be in [0, 1], got {config.distill_prior_mix!r}")
+        need(config.distill_teacher in DISTILL_TEACHERS,
+             f"--distill-teacher must be one of {DISTILL_TEACHERS}, "
+             f"got {config.distill_teacher!r}")
+        need(isinstance(config.distill_rollouts, int) and config.distill_rollouts >= 2,
+             f"--distill-rollouts must be an integer >= 2 (the guard needs a standard error), "
+             f"got {config.distill_rollouts!r}")
+        labelled = config.envs_per_device
+        if config.distill_envs is not None:
+            devices = config.num_devices
+            need(isinstance(config.distill_envs, int) and 1 <= config.distill_envs
+                 <= config.num_envs and config.distill_envs % devices == 0,
+                 f"--distill-envs must be in [1, --num-envs {config.num_envs}] and divisible "
+                 f"by the device count ({devices}), got {config.distill_envs!r}")
+            labelled = config.distill_envs // devices
         # Every minibatch fits an equal share of the envs' search targets.
-        need(config.envs_per_device % config.num_minibatches == 0,
+        need(labelled % config.num_minibatches == 0,
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "
-             f"({config.envs_per_device}) with --distill-coef: each minibatch fits an equal "
-             "share of the envs' search targets")
+             f"the teacher labels ({labelled}) with --distill-coef: each minibatch fits an "
+             "equal share of the envs' search targets")
     need(isinstance(config.sil_coef, (int, float)) and config.sil_coef >= 0,
          f"--sil-coef must be >= 0, got {config.sil_coef!r}")
     if config.sil_coef > 0:

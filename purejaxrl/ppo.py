@@ -44,13 +44,17 @@ from purejaxrl import self_imitation
 from purejaxrl.search import (SearchSettings, critic_objective,
                               make_recurrent_search_teacher, make_search_teacher, network_node,
                               network_prior)
+from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_search
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
-                                log_prob_of, make_network, masked_entropy,
-                                masked_group_entropy, sample_masked)
+                                log_prob_of, make_network, masked_entropy, masked_logits,
+                                masked_group_entropy, sample_masked, step_recurrent)
 
 DEVICE_AXIS = "devices"
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
 DISTILL_KEY_TAG = 0xD157  # folds the distillation search's stream out of an update's key
+# The rollout teacher leaves the network's move only for a gain this many standard errors
+# clear (SPEC §4.5: unguarded rollouts played worse than the network, guarded ones better).
+DISTILL_ROLLOUT_MIN_GAIN_Z = 2.0
 SIL_KEY_TAG = 0x5117  # folds the self-imitation shuffle out of an epoch's key
 
 
@@ -247,6 +251,8 @@ class UpdateMetrics:
     # policy, and the part of it the policy can still remove (KL).
     distill_loss: jax.Array
     distill_kl: jax.Array
+    # The share of the teacher's states that weigh in the fit (1 where it labels every state).
+    distill_labelled: jax.Array
     # Self-imitation (0 when off): its policy term, and the share of the replay's steps whose
     # return still beats the critic.
     sil_loss: jax.Array
@@ -783,13 +789,17 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
     def loss(params, batch, adv, tgt, hidden, distilled, imitated):
         total, aux = ppo_loss(params, network, batch, adv, tgt, config, hidden, group_matrix)
         aux = dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0),
+                   distill_labelled=jnp.float32(0.0),
                    sil_loss=jnp.float32(0.0), sil_positive=jnp.float32(0.0))
         if distilled is not None:
             cross_entropy, fit = distillation_loss(
                 network, params, distilled["obs"], distilled["target"], distilled["mask"],
                 distilled.get("hidden"), distilled.get("weight"))
             total = total + config.distill_coef * cross_entropy
-            aux.update(distill_loss=cross_entropy, distill_kl=fit["kl"])
+            weight = distilled.get("weight")
+            aux.update(distill_loss=cross_entropy, distill_kl=fit["kl"],
+                       distill_labelled=(jnp.float32(1.0) if weight is None
+                                         else jnp.mean(weight)))
         if imitated is not None:
             sil_total, sil = self_imitation.self_imitation_loss(network, params, imitated)
             total = total + config.sil_coef * sil_total
@@ -843,6 +853,15 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     of a fair search with the current network as prior, f32[N, A]). The env's search hooks
     supply the model and the re-drawn worlds; the objective and the leaf values are the
     env's (``distill_leaf`` "game") or the network's (``"value"``: ``critic_objective``)."""
+    if config.distill_envs is not None:  # the first envs of this device alone are labelled
+        labelled = config.distill_envs // config.num_devices
+        runner = runner.replace(
+            obs=jax.tree.map(lambda x: x[:labelled], runner.obs),
+            env_state=jax.tree.map(lambda x: x[:labelled], runner.env_state),
+            hidden=None if runner.hidden is None else runner.hidden[:labelled],
+            episode=runner.episode.replace(lengths=runner.episode.lengths[:labelled]))
+    if config.distill_teacher == "rollout":
+        return rollout_distillation_targets(runner, config, env, network, key)
     hooks = env.search_hooks
     objective, gamma = {}, hooks.DEFAULT_GAMMA
     if config.distill_leaf == "value":  # the network's objective replaces the game's
@@ -880,6 +899,48 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, memory)
     return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory,
                 **weight)
+
+
+def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
+                                 network: ActorCritic, key) -> dict:
+    """``search_distillation_targets`` of the rollout teacher (``rollout_search``: the
+    network ranks the candidates, plays the rollouts and, with the value leaf, ends them; fair
+    worlds; the paired-gain guard at ``DISTILL_ROLLOUT_MIN_GAIN_Z``). The target is the
+    teacher's move (one-hot); a state weighs 1 where that move is not the network's greedy
+    one, else 0 (times the hooks' label with ``distill_where`` acquire)."""
+    hooks = env.search_hooks
+    objective, gamma = {}, hooks.DEFAULT_GAMMA
+    if config.distill_leaf == "value":
+        objective = critic_objective(env, network, runner.params, config.training_reward,
+                                     critic_units(config, runner.return_stats))
+        gamma = config.gamma
+    search_hooks = {**hooks.make_hooks(env.env, fair=True), **objective}
+    leaf_value = search_hooks.pop("leaf_value")
+    settings = RolloutSettings(num_rollouts=config.distill_rollouts, gamma=gamma,
+                               min_gain_z=DISTILL_ROLLOUT_MIN_GAIN_Z)
+    count = jax.tree.leaves(runner.obs)[0].shape[0]
+    mask = env.action_mask(runner.obs)
+    if runner.hidden is None:
+        node = feedforward_node(network_prior(network, runner.params), leaf_value)
+        memory = jnp.zeros((count, 0))  # a feed-forward network holds nothing
+        logits, _ = network.apply(runner.params, runner.obs)
+    else:
+        node = network_node(network, runner.params,
+                            leaf_value=None if config.distill_leaf == "value" else leaf_value)
+        memory = jnp.where(episode_starts(runner)[:, None], network.initial_hidden(count),
+                           runner.hidden)
+        _, logits, _ = step_recurrent(network, runner.params, memory, runner.obs,
+                                      jnp.zeros(count, jnp.bool_))
+    search = make_rollout_search(settings=settings, node_fn=node, **search_hooks)
+    action, _, _ = jax.vmap(search)(jax.random.split(key, count), runner.obs,
+                                    runner.env_state, memory)
+    greedy = jnp.argmax(masked_logits(logits, mask), axis=-1)
+    weight = (action != greedy).astype(jnp.float32)
+    if config.distill_where != "always":
+        weight = weight * jax.vmap(hooks.acquisition_in_reach)(runner.obs).astype(jnp.float32)
+    target = jax.nn.one_hot(action, mask.shape[-1], dtype=jnp.float32)
+    hidden = {} if runner.hidden is None else dict(hidden=memory)
+    return dict(obs=runner.obs, target=target, mask=mask, weight=weight, **hidden)
 
 
 def explained_variance(values, targets, axis_name: str | None):

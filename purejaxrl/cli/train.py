@@ -41,7 +41,8 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
-                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, SEARCH_WHERE,
+                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_TEACHERS,
+                              SEARCH_WHERE,
                               ENCODER_CHOICES, RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, validate_config, validate_run_options)
@@ -61,7 +62,8 @@ _CONFIG_FLAGS = (
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
-    "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "sil_coef",
+    "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
+    "distill_rollouts", "distill_envs", "sil_coef",
     "sil_windows", "sil_windows_per_update", "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
@@ -187,6 +189,17 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--distill-prior-mix", type=finite_float, metavar="P",
                          help="a share P of uniform over the env's action groups mixed into "
                               "the teacher's prior at the states it labels (default 0)")
+    distill.add_argument("--distill-teacher", choices=DISTILL_TEACHERS,
+                         help="tree (Gumbel MuZero, default) or rollout (the Monte-Carlo "
+                              "rollout search of evaluate.py --rollout-search, with its "
+                              "paired-gain guard: its move is the target, weighed only where it "
+                              "overrules the network's greedy move)")
+    distill.add_argument("--distill-rollouts", type=int, metavar="R",
+                         help="the rollout teacher's rollouts per candidate (default 8; its "
+                              "horizon and candidates are the rollout search's defaults)")
+    distill.add_argument("--distill-envs", type=int, metavar="N",
+                         help="label the states of only the first N envs each update "
+                              "(default: every env's)")
     sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
     sil.add_argument("--sil-coef", type=finite_float, metavar="C",
                      help="weight of self-imitation: each minibatch also imitates the actions "

@@ -254,6 +254,84 @@ def test_a_recurrent_update_fits_the_targets_from_the_stored_memory():
     assert update["on"][2]["distill_loss"] > 0
 
 
+def fork_runner(count: int, hidden=None, lengths=None):
+    """A runner of ``count`` fork envs at the start, with the episode counters ``ppo``
+    reads (``lengths``: the next step starts an episode where 0)."""
+    obs, state = Fork().reset(None, None)
+    stack = lambda x: jnp.stack([x] * count)  # noqa: E731
+    lengths = jnp.full(count, 3) if lengths is None else jnp.asarray(lengths)
+    zeros = jnp.zeros(count)
+    return ppo.RunnerState(
+        params=None, opt_state=None, env_state=stack(state), obs=jax.tree.map(stack, obs),
+        env_keys=None, update_key=None,
+        episode=ppo.EpisodeAccumulators(returns=zeros, lengths=lengths,
+                                        breakdown=jnp.zeros((count, 1)),
+                                        discounted_returns=zeros),
+        return_stats=ppo.ReturnStatistics(count=jnp.float32(1.0), mean=jnp.float32(0.0),
+                                          var=jnp.float32(4.0)),
+        update_step=jnp.int32(0), hidden=hidden)
+
+
+ROLLOUT_TEACHER = TrainConfig(env="toy", num_envs=1, num_minibatches=1,
+                              training_reward="gain", distill_coef=1.0,
+                              distill_teacher="rollout", distill_rollouts=2,
+                              recurrent_core="none")
+
+
+def test_the_rollout_teacher_labels_only_where_it_overrules_the_network():
+    """``--distill-teacher rollout``: the target is the rollout search's move, and a state
+    weighs 1 only where that move is not the network's greedy one. The network all but never
+    plays action 1 (``VetoCritic``). With the value leaf the search finds action 1 better
+    (position 2's 0.8, discounted, against action 0's gain of 0.5 in the critic's units):
+    target 1, weight 1. With the game leaf action 0's gain wins, as the network already
+    plays: target 0, weight 0 (nothing to teach)."""
+    env = TrainerEnv(Fork(), None)
+    found = {}
+    for leaf in ("value", "game"):
+        targets = jax.jit(lambda leaf=leaf: ppo.search_distillation_targets(
+            fork_runner(1), ROLLOUT_TEACHER.replace(distill_leaf=leaf), env,
+            VetoCritic([0.0, 0.0, 0.8]), jax.random.PRNGKey(0)))()
+        target = np.asarray(targets["target"][0])
+        assert sorted(target.tolist()) == [0.0, 1.0]  # one-hot
+        found[leaf] = (int(np.argmax(target)), float(targets["weight"][0]))
+    assert found == {"value": (1, 1.0), "game": (0, 0.0)}
+
+
+def test_the_rollout_teacher_labels_the_first_distill_envs_and_carries_the_memory():
+    """``--distill-envs 2`` of 3 envs: the targets cover the first two envs only. With a
+    recurrent network the teacher searches from the memory the env's player holds (zeros
+    where the next step starts an episode), and the targets carry it for the update; its
+    uniform logits make action 0 the greedy move, which the value leaf's search overrules."""
+    env = TrainerEnv(Fork(), None)
+    config = ROLLOUT_TEACHER.replace(num_envs=3, distill_envs=2, distill_leaf="value",
+                                     recurrent_core="gru", sequence_length=None)
+    runner = fork_runner(3, hidden=jnp.array([[5.0], [5.0], [5.0]]), lengths=[3, 0, 3])
+    targets = jax.jit(lambda: ppo.search_distillation_targets(
+        runner, config, env, CountingCore(), jax.random.PRNGKey(0)))()
+    assert targets["target"].shape == (2, 2) and targets["obs"].position.shape == (2,)
+    assert np.asarray(targets["hidden"][:, 0]).tolist() == [5.0, 0.0]
+    assert np.asarray(targets["target"]).argmax(axis=-1).tolist() == [1, 1]
+    assert np.asarray(targets["weight"]).tolist() == [1.0, 1.0]
+
+
+def test_rollout_teacher_options_are_checked_before_any_work():
+    """An unknown teacher, fewer than 2 rollouts (the guard needs a standard error), and a
+    --distill-envs outside [1, num_envs] or not a multiple of the minibatch count are refused
+    with a message naming the option."""
+    on = CONFIG.replace(distill_coef=1.0, distill_teacher="rollout")
+    validate_config(on)
+    validate_config(on.replace(distill_envs=4))
+    with pytest.raises(ConfigError, match="--distill-teacher must be one of"):
+        validate_config(on.replace(distill_teacher="oracle"))
+    with pytest.raises(ConfigError, match="--distill-rollouts must be an integer >= 2"):
+        validate_config(on.replace(distill_rollouts=1))
+    for envs in (0, 9):
+        with pytest.raises(ConfigError, match=r"--distill-envs must be in \[1, --num-envs 8\]"):
+            validate_config(on.replace(distill_envs=envs))
+    with pytest.raises(ConfigError, match="must divide the envs per device the teacher labels"):
+        validate_config(on.replace(distill_envs=2))
+
+
 @pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
 def test_hackmatrix_run_distils_the_search_teacher(tmp_path, compile_cache_dir):
     """Two updates on HackMatrix with the real teacher (4 simulations, 1 fair world): the run
