@@ -67,14 +67,15 @@ def one_update():
 
 def test_distillation_moves_the_policy_onto_the_targets(one_update):
     """With the term on, every env's target action gains probability, far more than the PPO
-    loss alone moves it; the reported cross-entropy and KL are positive, and the total loss
-    includes the weighted term."""
+    loss alone moves it; the reported cross-entropy and KL are positive, every state weighs
+    (labelled share 1: no weights), and the total loss includes the weighted term."""
     gain_on = one_update["on_after"] - one_update["before"]
     gain_off = one_update["off_after"] - one_update["before"]
     assert (gain_on > 0).all()
     assert gain_on.mean() > 5 * abs(gain_off).mean()
     losses = one_update["on"][2]
     assert losses["distill_loss"] > 0 and losses["distill_kl"] > 0
+    assert float(losses["distill_labelled"]) == 1.0
     assert losses["total_loss"] > losses["policy_loss"] + 0.5 * losses["value_loss"]
 
 
@@ -82,6 +83,7 @@ def test_distillation_off_reports_zero_and_leaves_ppo_alone(one_update):
     """Off, the distillation metrics are 0 (the logger then leaves them out)."""
     losses = one_update["off"][2]
     assert float(losses["distill_loss"]) == 0.0 and float(losses["distill_kl"]) == 0.0
+    assert float(losses["distill_labelled"]) == 0.0
 
 
 def test_distillation_config_is_checked_before_any_work():
@@ -345,4 +347,24 @@ def test_hackmatrix_run_distils_the_search_teacher(tmp_path, compile_cache_dir):
     assert result.updates_done == 2
     for record in result.records:
         assert record["ppo/distill_loss"] > 0 and record["ppo/distill_kl"] > 0
+        assert record["actions/masked_sampled"] == 0
+
+
+@pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
+def test_hackmatrix_run_distils_the_rollout_teacher(tmp_path, compile_cache_dir):
+    """Two updates of the GRU default on HackMatrix with the rollout teacher (2 rollouts, the
+    critic's leaf) labelling the first 8 of 16 envs: the run completes, the teacher overrules
+    the untrained network somewhere and the fit then has a positive cross-entropy, and no
+    masked action is sampled."""
+    from purejaxrl.train import train
+    from tests.trainer.toy_run import options
+    config = TrainConfig(num_envs=16, num_steps=8, total_timesteps=256, num_minibatches=4,
+                         update_epochs=1, distill_coef=0.5, distill_teacher="rollout",
+                         distill_rollouts=2, distill_envs=8, distill_leaf="value")
+    result = train(config, options(tmp_path, compile_cache_dir))
+    assert result.updates_done == 2
+    labelled = [record["ppo/distill_labelled"] for record in result.records]
+    assert all(0.0 <= share <= 1.0 for share in labelled) and max(labelled) > 0
+    for record in result.records:
+        assert (record["ppo/distill_loss"] > 0) == (record["ppo/distill_labelled"] > 0)
         assert record["actions/masked_sampled"] == 0
