@@ -846,6 +846,28 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
     return params, opt_state, jax.tree.map(jnp.mean, aux)
 
 
+def teacher_hooks(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
+                  network: ActorCritic) -> tuple[dict, float]:
+    """The distillation teacher's search hooks (fair worlds) and discount: the env's
+    objective (``distill_leaf`` "game"), or the network's (``"value"``: its training reward
+    in the critic's units, its gamma, the critic at the leaves)."""
+    hooks = env.search_hooks
+    objective, gamma = {}, hooks.DEFAULT_GAMMA
+    if config.distill_leaf == "value":  # the network's objective replaces the game's
+        objective = critic_objective(env, network, runner.params, config.training_reward,
+                                     critic_units(config, runner.return_stats))
+        gamma = config.gamma
+    return {**hooks.make_hooks(env.env, fair=True), **objective}, gamma
+
+
+def player_memory(runner: RunnerState, network: ActorCritic) -> jax.Array:
+    """Per env, the recurrent core's memory before the next observation: the runner's hidden
+    state, zeros where the next step starts an episode."""
+    count = runner.hidden.shape[0]
+    return jnp.where(episode_starts(runner)[:, None], network.initial_hidden(count),
+                     runner.hidden)
+
+
 def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
                                 network: ActorCritic, key) -> dict:
     """Per env, at the state the next rollout starts from: the observation, its mask and the
@@ -854,23 +876,18 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     supply the model and the re-drawn worlds; the objective and the leaf values are the
     env's (``distill_leaf`` "game") or the network's (``"value"``: ``critic_objective``)."""
     if config.distill_envs is not None:  # the first envs of this device alone are labelled
-        labelled = config.distill_envs // config.num_devices
+        first = config.distill_envs // config.num_devices
         runner = runner.replace(
-            obs=jax.tree.map(lambda x: x[:labelled], runner.obs),
-            env_state=jax.tree.map(lambda x: x[:labelled], runner.env_state),
-            hidden=None if runner.hidden is None else runner.hidden[:labelled],
-            episode=runner.episode.replace(lengths=runner.episode.lengths[:labelled]))
+            obs=jax.tree.map(lambda x: x[:first], runner.obs),
+            env_state=jax.tree.map(lambda x: x[:first], runner.env_state),
+            hidden=None if runner.hidden is None else runner.hidden[:first],
+            episode=runner.episode.replace(lengths=runner.episode.lengths[:first]))
     if config.distill_teacher == "rollout":
         return rollout_distillation_targets(runner, config, env, network, key)
     hooks = env.search_hooks
-    objective, gamma = {}, hooks.DEFAULT_GAMMA
-    if config.distill_leaf == "value":  # the network's objective replaces the game's
-        objective = critic_objective(env, network, runner.params, config.training_reward,
-                                     critic_units(config, runner.return_stats))
-        gamma = config.gamma
+    search_hooks, gamma = teacher_hooks(runner, config, env, network)
     settings = SearchSettings(num_simulations=config.distill_simulations,
                               num_worlds=config.distill_worlds, gamma=gamma)
-    search_hooks = {**hooks.make_hooks(env.env, fair=True), **objective}
     count = jax.tree.leaves(runner.obs)[0].shape[0]
     keys = jax.random.split(key, count)
     mask = env.action_mask(runner.obs)
@@ -894,8 +911,7 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     node = network_node(network, runner.params, **mix,
                         leaf_value=None if config.distill_leaf == "value" else leaf_value)
     teacher = make_recurrent_search_teacher(settings=settings, node_fn=node, **search_hooks)
-    memory = jnp.where(episode_starts(runner)[:, None], network.initial_hidden(count),
-                       runner.hidden)
+    memory = player_memory(runner, network)
     _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, memory)
     return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory,
                 **weight)
@@ -909,12 +925,7 @@ def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: 
     teacher's move (one-hot); a state weighs 1 where that move is not the network's greedy
     one, else 0 (times the hooks' label with ``distill_where`` acquire)."""
     hooks = env.search_hooks
-    objective, gamma = {}, hooks.DEFAULT_GAMMA
-    if config.distill_leaf == "value":
-        objective = critic_objective(env, network, runner.params, config.training_reward,
-                                     critic_units(config, runner.return_stats))
-        gamma = config.gamma
-    search_hooks = {**hooks.make_hooks(env.env, fair=True), **objective}
+    search_hooks, gamma = teacher_hooks(runner, config, env, network)
     leaf_value = search_hooks.pop("leaf_value")
     settings = RolloutSettings(num_rollouts=config.distill_rollouts, gamma=gamma,
                                min_gain_z=DISTILL_ROLLOUT_MIN_GAIN_Z)
@@ -927,8 +938,7 @@ def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: 
     else:
         node = network_node(network, runner.params,
                             leaf_value=None if config.distill_leaf == "value" else leaf_value)
-        memory = jnp.where(episode_starts(runner)[:, None], network.initial_hidden(count),
-                           runner.hidden)
+        memory = player_memory(runner, network)
         _, logits, _ = step_recurrent(network, runner.params, memory, runner.obs,
                                       jnp.zeros(count, jnp.bool_))
     search = make_rollout_search(settings=settings, node_fn=node, **search_hooks)
