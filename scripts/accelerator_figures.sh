@@ -6,7 +6,8 @@
 #                                                          # steps/s of the default network
 #                                                          # at ENV_COUNTS envs
 #   bash scripts/accelerator_figures.sh OUTDIR variants     # the flat network, --num-seeds 4
-#                                                          # and 16, the step's profile
+#                                                          # and 16 (one update per timed
+#                                                          # chunk), the step's profile
 #   bash scripts/accelerator_figures.sh OUTDIR learn [TIER] # learn_bench (default: the full
 #                                                          # tier) at LEARN_ENVS envs (default
 #                                                          # 16384), SEEDS (default "0") one
@@ -114,12 +115,14 @@ case "$part" in
   variants)
     for envs in $env_counts; do
       step "flat-$envs" "$python" scripts/benchmark.py --mode train --num-envs "$envs" \
-        --encoder flat --recurrent-core none --repeats "$repeats" --label accelerator-flat \
+        --encoder flat --recurrent-core none --repeats "$repeats" --updates-per-chunk 1 \
+        --label accelerator-flat \
         --ledger "$out/results.jsonl"
     done
     for seeds in 4 16; do
       step "seeds$seeds" "$python" scripts/benchmark.py --mode train --num-envs "${env_counts%% *}" \
-        --num-seeds "$seeds" --repeats "$repeats" --label "accelerator-seeds$seeds" \
+        --num-seeds "$seeds" --repeats "$repeats" --updates-per-chunk 1 \
+        --label "accelerator-seeds$seeds" \
         --ledger "$out/results.jsonl"
     done
     step profile "$python" scripts/profile_step.py --num-envs "${PROFILE_ENVS:-32768}"
