@@ -200,6 +200,11 @@ class TrainConfig:
     # (the improvement alone: where they agree the target would only sharpen the policy).
     distill_teacher: str = struct.field(pytree_node=False, default="tree")
     distill_rollouts: int = struct.field(pytree_node=False, default=8)
+    # The rollout teacher overrules the network only where its move's mean gain over the
+    # greedy one exceeds this, in its return's units (the critic's with ``distill_leaf``
+    # "value"), besides the paired-gain guard: that guard lets any gain through where the
+    # rollouts' draws barely differ.
+    distill_min_gain: float = struct.field(pytree_node=False, default=0.0)
     # How many envs' states the teacher labels each update (the first ones of each device;
     # None: every env). A rollout teacher's state costs hundreds of model steps.
     distill_envs: Optional[int] = struct.field(pytree_node=False, default=None)
@@ -312,7 +317,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "distill_where": "always",
                       "distill_prior_mix": 0.0, "distill_teacher": "tree",
-                      "distill_rollouts": 8, "distill_envs": None, "start_programs": 0,
+                      "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
+                      "start_programs": 0,
                       "start_programs_share": 0.5, "start_programs_pool": [],
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
@@ -535,6 +541,12 @@ def validate_config(config: TrainConfig) -> None:
         need(isinstance(config.distill_rollouts, int) and config.distill_rollouts >= 2,
              f"--distill-rollouts must be an integer >= 2 (the guard needs a standard error), "
              f"got {config.distill_rollouts!r}")
+        need(isinstance(config.distill_min_gain, (int, float))
+             and 0.0 <= config.distill_min_gain < float("inf"),
+             f"--distill-min-gain must be a finite number >= 0, "
+             f"got {config.distill_min_gain!r}")
+        need(config.distill_min_gain == 0.0 or config.distill_teacher == "rollout",
+             "--distill-min-gain applies to --distill-teacher rollout only")
         labelled = config.envs_per_device
         if config.distill_envs is not None:
             devices = config.num_devices

@@ -921,14 +921,16 @@ def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: 
                                  network: ActorCritic, key) -> dict:
     """``search_distillation_targets`` of the rollout teacher (``rollout_search``: the
     network ranks the candidates, plays the rollouts and, with the value leaf, ends them; fair
-    worlds; the paired-gain guard at ``DISTILL_ROLLOUT_MIN_GAIN_Z``). The target is the
-    teacher's move (one-hot); a state weighs 1 where that move is not the network's greedy
-    one, else 0 (times the hooks' label with ``distill_where`` acquire)."""
+    worlds; the paired-gain guard at ``DISTILL_ROLLOUT_MIN_GAIN_Z`` and the minimum gain
+    ``distill_min_gain``). The target is the teacher's move (one-hot); a state weighs 1 where
+    that move is not the network's greedy one, else 0 (times the hooks' label with
+    ``distill_where`` acquire); ``gain`` is that move's mean gain over the greedy one."""
     hooks = env.search_hooks
     search_hooks, gamma = teacher_hooks(runner, config, env, network)
     leaf_value = search_hooks.pop("leaf_value")
     settings = RolloutSettings(num_rollouts=config.distill_rollouts, gamma=gamma,
-                               min_gain_z=DISTILL_ROLLOUT_MIN_GAIN_Z)
+                               min_gain_z=DISTILL_ROLLOUT_MIN_GAIN_Z,
+                               min_gain=config.distill_min_gain)
     count = jax.tree.leaves(runner.obs)[0].shape[0]
     mask = env.action_mask(runner.obs)
     if runner.hidden is None:
@@ -942,15 +944,18 @@ def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: 
         _, logits, _ = step_recurrent(network, runner.params, memory, runner.obs,
                                       jnp.zeros(count, jnp.bool_))
     search = make_rollout_search(settings=settings, node_fn=node, **search_hooks)
-    action, _, _ = jax.vmap(search)(jax.random.split(key, count), runner.obs,
-                                    runner.env_state, memory)
+    action, scores, _ = jax.vmap(search)(jax.random.split(key, count), runner.obs,
+                                         runner.env_state, memory)
     greedy = jnp.argmax(masked_logits(logits, mask), axis=-1)
     weight = (action != greedy).astype(jnp.float32)
+    # The teacher's mean gain over the greedy move (0 where they agree); the fit ignores it.
+    take = lambda a: jnp.take_along_axis(scores, a[:, None], axis=-1)[:, 0]  # noqa: E731
+    gain = jnp.where(weight > 0, take(action) - take(greedy), 0.0)
     if config.distill_where != "always":
         weight = weight * jax.vmap(hooks.acquisition_in_reach)(runner.obs).astype(jnp.float32)
     target = jax.nn.one_hot(action, mask.shape[-1], dtype=jnp.float32)
     hidden = {} if runner.hidden is None else dict(hidden=memory)
-    return dict(obs=runner.obs, target=target, mask=mask, weight=weight, **hidden)
+    return dict(obs=runner.obs, target=target, mask=mask, weight=weight, gain=gain, **hidden)
 
 
 def explained_variance(values, targets, axis_name: str | None):

@@ -51,8 +51,11 @@ class RolloutSettings:
     gamma: float = 0.99
     greedy: bool = True  # the network's greedy move along a rollout, else a sample
     # Leave the network's favourite only for a candidate whose mean paired gain over it is
-    # more than this many standard errors (0: the best mean, whatever its margin).
+    # more than this many standard errors (0: the best mean, whatever its margin) and more
+    # than ``min_gain`` in the return's units: where the draws barely differ (no chance in
+    # reach) the standard error is about 0 and the z guard alone lets any gain through.
     min_gain_z: float = 0.0
+    min_gain: float = 0.0
 
     def __post_init__(self):
         if self.num_rollouts < 1:
@@ -65,6 +68,8 @@ class RolloutSettings:
             raise ValueError(f"gamma must be in [0, 1], got {self.gamma}")
         if not self.min_gain_z >= 0.0:
             raise ValueError(f"min_gain_z must be >= 0, got {self.min_gain_z}")
+        if not self.min_gain >= 0.0:
+            raise ValueError(f"min_gain must be >= 0, got {self.min_gain}")
         if self.min_gain_z > 0.0 and self.num_rollouts < 2:
             raise ValueError("min_gain_z needs num_rollouts >= 2 (a standard error)")
 
@@ -143,7 +148,8 @@ def make_rollout_search(model_env, model_params, settings: RolloutSettings, *,
         # standard error: a guard against the winner's curse of an argmax over noisy means.
         gains = returns - returns[:1]
         spread = jnp.std(gains, axis=1, ddof=1) if rollouts > 1 else jnp.zeros(len(gains))
-        clear = jnp.mean(gains, axis=1) > settings.min_gain_z * spread / jnp.sqrt(rollouts)
+        clear = jnp.mean(gains, axis=1) > jnp.maximum(
+            settings.min_gain, settings.min_gain_z * spread / jnp.sqrt(rollouts))
         eligible = valid & (clear | (jnp.arange(len(gains)) == 0))
         action = chosen[jnp.argmax(jnp.where(eligible, means, -jnp.inf))].astype(jnp.int32)
         scores = jnp.full(legal.shape, -jnp.inf).at[chosen].set(means)

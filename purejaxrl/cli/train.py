@@ -63,7 +63,7 @@ _CONFIG_FLAGS = (
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
     "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
-    "distill_rollouts", "distill_envs", "sil_coef",
+    "distill_rollouts", "distill_min_gain", "distill_envs", "sil_coef",
     "sil_windows", "sil_windows_per_update", "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
@@ -197,6 +197,11 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--distill-rollouts", type=int, metavar="R",
                          help="the rollout teacher's rollouts per candidate (default 8; its "
                               "horizon and candidates are the rollout search's defaults)")
+    distill.add_argument("--distill-min-gain", type=finite_float, metavar="G",
+                         help="the rollout teacher overrules the network only where its "
+                              "move's mean gain exceeds G in the teacher's return units "
+                              "(the critic's with --distill-leaf value; default 0: the "
+                              "paired-gain guard alone)")
     distill.add_argument("--distill-envs", type=int, metavar="N",
                          help="label the states of only the first N envs each update "
                               "(default: every env's)")

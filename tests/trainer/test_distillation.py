@@ -299,6 +299,24 @@ def test_the_rollout_teacher_labels_only_where_it_overrules_the_network():
     assert found == {"value": (1, 1.0), "game": (0, 0.0)}
 
 
+def test_the_rollout_teacher_keeps_the_greedy_move_below_its_minimum_gain():
+    """``--distill-min-gain G``: the fork's value-leaf overrule (above) gains about 0.3 in the
+    critic's units on draws that never differ, so the paired guard alone passes it. Reported
+    as ``gain``; a minimum of 0.01 keeps the overrule, one of 10 keeps the network's greedy
+    move (target 0, weight 0, gain 0)."""
+    env = TrainerEnv(Fork(), None)
+    found = {}
+    for min_gain in (0.01, 10.0):
+        config = ROLLOUT_TEACHER.replace(distill_leaf="value", distill_min_gain=min_gain)
+        targets = jax.jit(lambda config=config: ppo.search_distillation_targets(
+            fork_runner(1), config, env, VetoCritic([0.0, 0.0, 0.8]),
+            jax.random.PRNGKey(0)))()
+        found[min_gain] = (int(np.argmax(np.asarray(targets["target"][0]))),
+                           float(targets["weight"][0]), float(targets["gain"][0]))
+    assert found[0.01][:2] == (1, 1.0) and 0.1 < found[0.01][2] < 10.0
+    assert found[10.0] == (0, 0.0, 0.0)
+
+
 def test_the_rollout_teacher_labels_the_first_distill_envs_and_carries_the_memory():
     """``--distill-envs 2`` of 3 envs: the targets cover the first two envs only. With a
     recurrent network the teacher searches from the memory the env's player holds (zeros
@@ -317,9 +335,10 @@ def test_the_rollout_teacher_labels_the_first_distill_envs_and_carries_the_memor
 
 
 def test_rollout_teacher_options_are_checked_before_any_work():
-    """An unknown teacher, fewer than 2 rollouts (the guard needs a standard error), and a
-    --distill-envs outside [1, num_envs] or not a multiple of the minibatch count are refused
-    with a message naming the option."""
+    """An unknown teacher, fewer than 2 rollouts (the guard needs a standard error), a
+    --distill-envs outside [1, num_envs] or not a multiple of the minibatch count, and a
+    negative minimum gain or one given to the tree teacher are refused with a message naming
+    the option."""
     on = CONFIG.replace(distill_coef=1.0, distill_teacher="rollout")
     validate_config(on)
     validate_config(on.replace(distill_envs=4))
@@ -332,6 +351,12 @@ def test_rollout_teacher_options_are_checked_before_any_work():
             validate_config(on.replace(distill_envs=envs))
     with pytest.raises(ConfigError, match="must divide the envs per device the teacher labels"):
         validate_config(on.replace(distill_envs=2))
+    validate_config(on.replace(distill_min_gain=0.1))
+    with pytest.raises(ConfigError, match="--distill-min-gain must be a finite number >= 0"):
+        validate_config(on.replace(distill_min_gain=-0.1))
+    with pytest.raises(ConfigError, match="--distill-min-gain applies to --distill-teacher "
+                                          "rollout only"):
+        validate_config(on.replace(distill_teacher="tree", distill_min_gain=0.1))
 
 
 @pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search

@@ -155,12 +155,13 @@ class Bet:
         return CoinObs(jnp.int32(1), jnp.ones(2, bool)), jnp.int32(1), reward, jnp.bool_(False), {}
 
 
-def bet_moves(mean, spread, min_gain_z):
+def bet_moves(mean, spread, min_gain_z, min_gain=0.0):
     """The moves, over 16 keys, of an 8-rollout search whose network favours action 0."""
     bet = Bet(mean, spread)
     node = rollout_search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
                                            lambda k, o, s: 0.0)
-    settings = rollout_search.RolloutSettings(num_rollouts=8, horizon=0, min_gain_z=min_gain_z)
+    settings = rollout_search.RolloutSettings(num_rollouts=8, horizon=0, min_gain_z=min_gain_z,
+                                              min_gain=min_gain)
     find = jax.jit(rollout_search.make_rollout_search(bet, None, settings, node_fn=node))
     obs, state = bet.reset(None, None)
     return [int(find(jax.random.PRNGKey(seed), obs, state, ())[0]) for seed in range(16)]
@@ -178,9 +179,19 @@ def test_the_gain_guard_keeps_the_favourite_against_noise_and_not_against_a_sure
     assert sum(bet_moves(0.5, 0.1, 3.0)) == 16
 
 
+def test_the_minimum_gain_keeps_the_favourite_against_a_sure_but_tiny_gain():
+    """Where the draws do not differ (spread 0) the standard error is 0 and the z guard lets
+    any positive gain through, however small: a sure +0.05 is taken on every key at z = 3.
+    A minimum gain of 0.1 (the return's units) keeps the favourite on every key; one of 0.01
+    lets the same gain through."""
+    assert sum(bet_moves(0.05, 0.0, 3.0)) == 16
+    assert sum(bet_moves(0.05, 0.0, 3.0, min_gain=0.1)) == 0
+    assert sum(bet_moves(0.05, 0.0, 3.0, min_gain=0.01)) == 16
+
+
 @pytest.mark.parametrize("field, value", [("num_rollouts", 0), ("horizon", -1),
                                           ("num_candidates", 0), ("gamma", 1.5),
-                                          ("min_gain_z", -1.0)])
+                                          ("min_gain_z", -1.0), ("min_gain", -0.1)])
 def test_settings_refuse_values_out_of_range(field, value):
     with pytest.raises(ValueError, match=field):
         rollout_search.RolloutSettings(**{"num_rollouts": 2, field: value})
