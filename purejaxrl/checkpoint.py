@@ -507,3 +507,51 @@ def load_checkpoint(path: str, multi_seed: bool = False,
                               f"{', '.join(str(seed) for seed, _ in seeds)}): name one seed's "
                               f"directory, e.g. {seeds[0][1]}")
     return read_newest_intact(path, warn)[1]
+
+
+# ---------------------------------------------------------------------------- trim
+
+def trim_checkpoint(checkpoint: dict, num_envs: int) -> tuple[bytes, dict]:
+    """A smaller copy of a loaded checkpoint (``load_checkpoint``'s dict) that keeps the first
+    ``num_envs`` envs' rollout state and everything else as it is: the network, the optimiser,
+    the return statistics, the counters. Its config says ``num_envs`` envs and one minibatch
+    (so that it validates at any count); it serves evaluation, watching, search and
+    ``--resume --weights-only`` (whose run takes its batch from its own flags), and a resume
+    continues with ``num_envs`` envs. A checkpoint of 16384 envs is hundreds of MB, mostly
+    the envs' states. Returns (the bytes, the record). Raises CheckpointError."""
+    config = TrainConfig.from_dict(checkpoint["config"])
+    where = checkpoint["path"]
+    if not (isinstance(num_envs, int) and 1 <= num_envs <= config.num_envs
+            and num_envs % config.num_devices == 0):
+        raise CheckpointError(f"{where}: the envs to keep must be in [1, {config.num_envs}] and "
+                              f"a multiple of its device count ({config.num_devices}), got "
+                              f"{num_envs}")
+    small = config.replace(num_envs=num_envs, num_minibatches=1, distill_envs=None)
+    try:
+        validate_config(small)
+    except ConfigError as error:
+        raise CheckpointError(f"{where}: cannot keep {num_envs} envs: {error}") from None
+    full_shapes = jax.tree.leaves(runner_state_template(config))
+    small_template = runner_state_template(small)
+    leaves = jax.tree.leaves(checkpoint["runner_state"])
+    kept = []
+    for leaf, full, want in zip(leaves, full_shapes, jax.tree.leaves(small_template)):
+        array = np.asarray(leaf)
+        differ = [axis for axis, (a, b) in enumerate(zip(full.shape, want.shape)) if a != b]
+        if not differ:
+            kept.append(array)
+            continue
+        axis = differ[0]
+        if len(differ) > 1 or full.shape[axis] != config.num_envs or want.shape[axis] != num_envs:
+            raise CheckpointError(f"{where}: a runner-state field of shape {full.shape} does not "
+                                  f"shrink with the envs alone ({want.shape})")
+        kept.append(np.take(array, np.arange(num_envs), axis=axis))
+    runner = jax.tree.unflatten(jax.tree.structure(small_template), kept)
+    record = {key: value for key, value in checkpoint.items()
+              if key not in ("runner_state", "path", "run_dir", "config")}
+    record.update(config=small.to_dict(),
+                  trimmed_from={"num_envs": config.num_envs, "num_minibatches":
+                                config.num_minibatches, "file": os.path.basename(where)})
+    data = encode_checkpoint(runner, record)
+    parse_checkpoint(data, where)  # what is written must load: this code's own check
+    return data, record

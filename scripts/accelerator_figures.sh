@@ -17,7 +17,10 @@
 #                                                          # LEARN_FLAGS: more training flags
 #                                                          # (e.g. "--lr-floor 0.2"),
 #                                                          # LEARN_LABEL the ledger label
-#                                                          # (default accelerator-TIER-SIZE)
+#                                                          # (default accelerator-TIER-SIZE);
+#                                                          # each seed's newest checkpoint
+#                                                          # comes back trimmed to 128 envs
+#                                                          # (scripts/trim_checkpoint.py)
 #   bash scripts/accelerator_figures.sh OUTDIR session      # the essentials of throughput and
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
@@ -135,6 +138,12 @@ case "$part" in
     step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --seeds ${SEEDS:-0} \
       --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
       --plot "$out/$label.png" -- --num-envs "$learn_envs" ${LEARN_FLAGS:-}
+    # The network comes back: a copy of each seed's newest checkpoint with 128 envs' state
+    # (about 11 MB; the whole one at 16384 envs is about 580 MB, over what a lease returns).
+    for dir in "$runs/$label"-s*; do
+      [ -d "$dir" ] && step "trim-${dir##*/}" "$python" scripts/trim_checkpoint.py "$dir" \
+        "$out/${dir##*/}" --envs 128
+    done
     ;;
   session)
     # One chunk of one update per timing: an update of the default network takes 4.8 s at

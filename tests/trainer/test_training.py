@@ -161,6 +161,33 @@ def test_weights_only_rejects_a_different_network(full_run, tmp_path, compile_ca
               checkpoint=checkpoint, weights_only=True)
 
 
+def test_a_trimmed_checkpoint_keeps_the_network_and_the_first_envs(full_run, tmp_path,
+                                                                   compile_cache_dir):
+    """``trim_checkpoint`` (scripts/trim_checkpoint.py): the copy of a 4-env run keeping 2 envs
+    loads as a checkpoint whose config says 2 envs; its parameters, optimiser state, return
+    statistics and counters are the original's, its envs' observations and game states the
+    first two of the original's; and a new run starts from it with --weights-only. Counts
+    outside [1, num_envs] are refused."""
+    original = load_checkpoint(full_run.last_checkpoint)
+    data, record = checkpoint_module.trim_checkpoint(original, 2)
+    path = os.path.join(tmp_path, "checkpoint_5.msgpack")
+    checkpoint_module.write_checkpoint_file(path, data)
+    trimmed = load_checkpoint(path)
+    assert trimmed["config"]["num_envs"] == 2 and trimmed["update"] == original["update"]
+    assert record["trimmed_from"]["num_envs"] == CONFIG.num_envs
+    before, after = original["runner_state"], trimmed["runner_state"]
+    for field in ("params", "opt_state", "return_stats", "update_step"):
+        assert_trees_equal(getattr(before, field), getattr(after, field))
+    first_two = jax.tree.map(lambda x: np.asarray(x)[:2], (before.obs, before.env_state))
+    assert_trees_equal(first_two, (after.obs, after.env_state))
+    result = train(CONFIG, options(tmp_path, compile_cache_dir, run_name="from-trimmed"),
+                   checkpoint=trimmed, weights_only=True, stop_after_updates=1)
+    assert result.updates_done == 1
+    for envs in (0, CONFIG.num_envs + 1):
+        with pytest.raises(CheckpointError, match="the envs to keep must be in"):
+            checkpoint_module.trim_checkpoint(original, envs)
+
+
 def test_sigint_saves_at_the_next_chunk_boundary(tmp_path, compile_cache_dir):
     """A SIGINT during the first chunk: the loop finishes that chunk, saves checkpoint_2 and
     stops, reporting the interruption."""
