@@ -17,7 +17,10 @@
 #                                                          # LEARN_FLAGS: more training flags
 #                                                          # (e.g. "--lr-floor 0.2"),
 #                                                          # LEARN_LABEL the ledger label
-#                                                          # (default accelerator-TIER-SIZE);
+#                                                          # (default accelerator-TIER-SIZE),
+#                                                          # BENCH_FLAGS learn_bench's own
+#                                                          # (e.g. --vmap-seeds: the SEEDS
+#                                                          # in one program);
 #                                                          # each seed's newest checkpoint
 #                                                          # comes back trimmed to 128 envs
 #                                                          # (scripts/trim_checkpoint.py)
@@ -136,13 +139,13 @@ case "$part" in
     label=${LEARN_LABEL:-accelerator-$tier-$size}
     # shellcheck disable=SC2086  # SEEDS and LEARN_FLAGS are lists
     step "learn-$tier" "$python" scripts/learn_bench.py --tier "$tier" --seeds ${SEEDS:-0} \
-      --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
+      ${BENCH_FLAGS:-} --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
       --plot "$out/$label.png" -- --num-envs "$learn_envs" ${LEARN_FLAGS:-}
     # The network comes back: a copy of each seed's newest checkpoint with 128 envs' state
     # (about 11 MB; the whole one at 16384 envs is about 580 MB, over what a lease returns).
-    for dir in "$runs/$label"-s*; do
+    for dir in "$runs/$label"-s* "$runs/$label"/seed-*; do  # one run per seed, or --vmap-seeds
       [ -d "$dir" ] && step "trim-${dir##*/}" "$python" scripts/trim_checkpoint.py "$dir" \
-        "$out/${dir##*/}" --envs 128
+        "$out/$label-${dir##*/}" --envs 128
     done
     ;;
   session)
