@@ -72,8 +72,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         metavar="NAME=B", help="add B to every leaf value where the program "
                         "NAME is owned, in the leaf's units (critic units with --search-leaf "
                         "value, stage points otherwise): a hand-set worth of owning it, so "
-                        "that the search acquires it (rows search-N-...-bonus; envs whose "
-                        "search hooks have program_bonus)")
+                        "that the search acquires it (rows search-N-...-bonus and "
+                        "rollout-R-...-bonus: for the rollouts, where a rollout ends alive; "
+                        "envs whose search hooks have program_bonus)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
@@ -140,8 +141,8 @@ def arguments_error(args) -> str | None:
         return "--search-prior-mix-over groups needs --search-prior-mix"
     if args.search_prior_mix_where != "always" and not args.search_prior_mix:
         return "--search-prior-mix-where acquire needs --search-prior-mix"
-    if args.search_program_bonus and not args.search_simulations:
-        return "--search-program-bonus needs --search-simulations"
+    if args.search_program_bonus and not wants_search(args):
+        return "--search-program-bonus needs --search-simulations or --rollout-search"
     names = [name for name, _ in args.search_program_bonus or []]
     if len(set(names)) != len(names):
         return f"--search-program-bonus names a program twice: {', '.join(names)}"
@@ -254,26 +255,30 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
         for information in informations:
             name, policy, cost = rollout_row(args, env, network, params, rollouts,
                                              information == "fair", game_leaf, gamma,
-                                             objective, recurrent)
+                                             objective, recurrent, bonus, bonuses)
             rows[name] = play_row(args, env, env_params, policy, key, max_steps, name, cost)
     return rows
 
 
 def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf: str,
-                gamma: float, objective: dict, recurrent: bool):
+                gamma: float, objective: dict, recurrent: bool, bonus=None, bonuses=None):
     """(row name, policy, cost) of the rollout search with ``rollouts`` rollouts per
     candidate: the checkpoint's network ranks the candidates, plays the rollouts and (with
-    the value leaf) ends them; without a checkpoint, uniform random playouts."""
+    the value leaf) ends them; without a checkpoint, uniform random playouts. ``bonus``
+    (``search_hooks.program_bonus``): added to the value where a rollout ends alive."""
     from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_policy
-    from purejaxrl.search import network_node, network_prior, uniform_prior
+    from purejaxrl.search import network_node, network_prior, uniform_prior, with_value_bonus
     hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf), **objective}
     leaf_value = hooks.pop("leaf_value")
     value_leaf = args.search_leaf == VALUE_LEAF
     memory = ()
     if recurrent:
-        node = network_node(network, params, leaf_value=None if value_leaf else leaf_value)
+        node = network_node(network, params, leaf_value=None if value_leaf else leaf_value,
+                            value_bonus=bonus)
         memory = network.initial_hidden(1)[0]
     else:
+        if bonus is not None:
+            leaf_value = with_value_bonus(leaf_value, bonus)
         node = feedforward_node(uniform_prior if params is None
                                 else network_prior(network, params), leaf_value)
     policy_choice = args.rollout_policy or ("greedy" if params is not None else "sampled")
@@ -286,14 +291,16 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
             + ("-sampled" if params is not None and policy_choice == "sampled" else "")
             + (f"-z{args.rollout_min_gain_z:g}" if args.rollout_min_gain_z else "")
             + ("" if fair else "-perfect-info")
-            + ("" if args.search_leaf == "exit" else f"-{args.search_leaf}"))
+            + ("" if args.search_leaf == "exit" else f"-{args.search_leaf}")
+            + ("-bonus" if bonuses else ""))
     cost = dict(rollouts=rollouts, horizon=args.rollout_horizon,
                 candidates=args.rollout_candidates, rollout_policy=policy_choice,
                 min_gain_z=args.rollout_min_gain_z,
                 information="fair" if fair else "perfect",
                 prior="checkpoint" if params is not None else "uniform",
                 leaf=args.search_leaf, gamma=gamma,
-                model_steps_per_move=settings.model_steps_per_move(env.num_actions))
+                model_steps_per_move=settings.model_steps_per_move(env.num_actions),
+                program_bonus=dict(bonuses or {}))
     policy = make_rollout_policy(settings=settings, node_fn=node, initial_memory=memory,
                                  **hooks)
     return name, policy, cost

@@ -575,7 +575,7 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--search-leaf value needs --checkpoint"),
     (["--policies", "none"], "--policies none leaves nothing to evaluate"),
     (["--search-program-bonus", "reset=0.5"],
-     "--search-program-bonus needs --search-simulations"),
+     "--search-program-bonus needs --search-simulations or --rollout-search"),
     (["--search-simulations", "8", "--search-program-bonus", "reset=0.5", "reset=1"],
      "--search-program-bonus names a program twice"),
     (["--search-simulations", "8", "--search-prior-mix", "1.5"],
