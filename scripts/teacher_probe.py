@@ -24,7 +24,8 @@ import numpy as np  # noqa: E402
 
 from purejaxrl import ppo  # noqa: E402
 from purejaxrl.cli.parsing import ArgumentParser, finite_float  # noqa: E402
-from purejaxrl.config import ConfigError, TrainConfig, validate_config  # noqa: E402
+from purejaxrl.config import (DISTILL_LEAVES, ConfigError, TrainConfig,  # noqa: E402
+                              validate_config)
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 from purejaxrl.policy import PolicyError, load_policy  # noqa: E402
 
@@ -40,7 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="label the first N training envs' states (default 512)")
     parser.add_argument("--rollouts", type=int, default=8,
                         help="the teacher's rollouts per candidate (default 8)")
-    parser.add_argument("--leaf", choices=("value", "game"), default="value",
+    parser.add_argument("--leaf", choices=DISTILL_LEAVES, default="value",
                         help="the teacher's objective (--distill-leaf; default value)")
     parser.add_argument("--min-gains", type=finite_float, nargs="+", default=DEFAULT_MIN_GAINS,
                         metavar="G", help="the minimum gains to report the overruled share at")
@@ -49,13 +50,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def probe_config(config: TrainConfig, args, envs: int) -> TrainConfig:
-    """The checkpoint's training config with the rollout teacher on (no minimum gain: every
-    gain is measured, the thresholds applied afterwards)."""
+def probe_config(config: TrainConfig, args, envs: int, available: int) -> TrainConfig:
+    """The checkpoint's training config, over the ``available`` envs its runner holds, with
+    the rollout teacher on for the first ``envs`` (no minimum gain: every gain is measured,
+    the thresholds applied afterwards)."""
     return config.replace(distill_coef=1.0, distill_teacher="rollout",
                           distill_rollouts=args.rollouts, distill_leaf=args.leaf,
-                          distill_min_gain=0.0, distill_envs=envs, num_minibatches=1,
-                          num_devices=1)
+                          distill_min_gain=0.0, distill_envs=envs, num_envs=available,
+                          num_minibatches=1, num_devices=1)
 
 
 def summarise(gain: np.ndarray, min_gains) -> dict:
@@ -89,7 +91,7 @@ def main(argv=None) -> int:
     available = jax.tree.leaves(runner.obs)[0].shape[0]
     envs = min(args.envs, available)
     try:
-        config = probe_config(trained, args, envs).replace(num_envs=available)
+        config = probe_config(trained, args, envs, available)
         validate_config(config)
         env, _, network, _, _ = ppo.build(config)
     except ConfigError as error:
