@@ -93,3 +93,42 @@ def test_a_layer_count_that_is_not_a_positive_integer_is_refused(monkeypatch):
     monkeypatch.setenv(loop_width.BFS_LAYERS.variable, "0")
     with pytest.raises(ValueError, match="expected a positive integer"):
         loop_width.BFS_LAYERS()
+
+
+def test_enemy_turn_is_the_same_whatever_the_ragged_block(monkeypatch):
+    """The enemy steps loop over each env's own enemies (``sparse.ragged_loop``): lanes sorted
+    by enemy count in blocks of 16 give the enemy turn of one block looping to the busiest
+    lane, field for field, on mid-game states with 0 to many enemies."""
+    from envs.hackmatrix.env import HackMatrix
+
+    env, n = HackMatrix(), 96
+    params = env.default_params
+    keys = jax.random.split(jax.random.PRNGKey(7), n)
+    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
+
+    def play(carry, key):
+        obs, state = carry
+        k_act, k_step = jax.random.split(key)
+        action = jax.random.categorical(k_act, jnp.where(obs.action_mask, 0.0, -1e9))
+        obs, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
+            jax.random.split(k_step, n), state, action, params)
+        return (obs, state), None
+
+    (obs, state), _ = jax.jit(lambda c, k: jax.lax.scan(play, c, jax.random.split(k, 30)))(
+        (obs, state), jax.random.PRNGKey(8))
+    counts = np.asarray(state.enemies.active.sum(-1))
+    assert counts.min() == 0 and counts.max() >= 4
+
+    def turn():
+        return jax.device_get(jax.jit(jax.vmap(lambda k, s: enemies.run_enemy_turn(s, k, True)))(
+            jax.random.split(jax.random.PRNGKey(9), n), state))
+
+    monkeypatch.setenv(loop_width.RAGGED_MIN_BLOCK.variable, str(n))
+    one_block = turn()
+    monkeypatch.setenv(loop_width.RAGGED_MIN_BLOCK.variable, "16")
+    blocks = turn()
+    for (path, want), have in zip(jax.tree_util.tree_leaves_with_path(one_block),
+                                  jax.tree.leaves(blocks)):
+        np.testing.assert_array_equal(have, want, err_msg=jax.tree_util.keystr(path))
+    moved = np.asarray(one_block[0].enemies.row != state.enemies.row).any(-1)
+    assert moved.sum() > 0

@@ -5,7 +5,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.hackmatrix.core.sparse import sparse_update
+from envs.hackmatrix.core.sparse import ragged_loop, sparse_update
 
 
 def _work(carry, key, scale):
@@ -58,3 +58,31 @@ def test_no_enabled_lane_leaves_everything_unchanged():
                         jnp.ones(n))
     for o, c in zip(out, carry):
         np.testing.assert_array_equal(np.asarray(o), np.asarray(c))
+
+
+def _count_up(k, carry, consts):
+    total, last = carry
+    step, = consts
+    return total + step * (k + 1), k
+
+
+RAGGED = ragged_loop(_count_up)
+
+
+def test_ragged_loop_equals_each_lane_looping_its_own_trips():
+    """Lanes with 0..9 trips in blocks of 16 (sorted by trips) give each lane the carry of its
+    own loop, in its own place."""
+    n = 50
+    rng = np.random.default_rng(3)
+    trips = jnp.asarray(rng.integers(0, 10, n), jnp.int32)
+    step = jnp.asarray(rng.integers(1, 5, n), jnp.int32)
+    carry = (jnp.arange(n, dtype=jnp.int32), jnp.full(n, -1, jnp.int32))
+    total, last = jax.jit(jax.vmap(RAGGED))(trips, carry, (step,))
+    t, s = np.asarray(trips), np.asarray(step)
+    np.testing.assert_array_equal(np.asarray(total), np.arange(n) + s * t * (t + 1) // 2)
+    np.testing.assert_array_equal(np.asarray(last), np.where(t > 0, t - 1, -1))
+    # unbatched constants are broadcast; one lane alone loops its own trips
+    total, _ = jax.vmap(RAGGED, in_axes=(0, 0, None))(trips, carry, (jnp.int32(2),))
+    np.testing.assert_array_equal(np.asarray(total), np.arange(n) + t * (t + 1))
+    alone, _ = RAGGED(jnp.int32(4), (jnp.int32(0), jnp.int32(-1)), (jnp.int32(1),))
+    assert int(alone) == 10

@@ -9,6 +9,8 @@ layer of a BFS grown from the target. Pass B's answer does not depend on other e
 is tabulated once per turn for glitches and non-glitches.
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
@@ -18,7 +20,7 @@ from . import history, spawn
 from .constants import (BLOCK, CRYPTOG, ENEMY_MAX_HP, ENEMY_SPEED, GLITCH, GRID, MANHATTAN,
                         N_CELLS, NEIGHBOUR, VIRUS)
 from .entities import cell_index, list_rank
-from .sparse import tree_where
+from .sparse import ragged_loop, tree_where
 from .state import Enemies, EnvState
 
 _UNREACHED = 1000
@@ -130,74 +132,94 @@ def _neighbour(cell, direction):
     return jnp.asarray(NEIGHBOUR)[cell, direction]
 
 
+class _StepConsts(NamedTuple):
+    """What one enemy step reads and no enemy's move changes."""
+    order: jax.Array  # enemy slots in acting order
+    step_index: jax.Array
+    player_row: jax.Array
+    player_col: jax.Array
+    block_cells: jax.Array
+    transmission_cells: jax.Array
+    first_b: jax.Array
+
+
+def _enemy_acts(k, carry, consts: _StepConsts):
+    """The ``k``-th enemy of the shuffled list acts (§7.4): attacks, or moves by pass A, B or
+    C. ``carry`` is (enemies, player hp, attacked this turn, enemies per cell)."""
+    enemies, hp, attacked, counts = carry
+    n_slots = enemies.active.shape[0]
+    sel = jnp.arange(n_slots) == consts.order[k]
+    get = lambda values: jnp.sum(jnp.where(sel, values, 0))  # noqa: E731
+    kind, row, col = get(enemies.kind), get(enemies.row), get(enemies.col)
+    cell = cell_index(row, col)
+    player_row, player_col = consts.player_row, consts.player_col
+    player_cell = cell_index(player_row, player_col)
+    acts = (jnp.any(sel & enemies.active) & (get(enemies.disabled) <= 0)
+            & ~jnp.any(sel & enemies.stunned) & ~jnp.any(sel & attacked)
+            & (consts.step_index < jnp.asarray(ENEMY_SPEED)[kind]))
+    distance = jnp.abs(row - player_row) + jnp.abs(col - player_col)
+    attack = acts & (distance == 1)
+    move = acts & (distance != 1)
+    # Occupied for this enemy: every other enemy's cell and every transmission's cell.
+    own = jnp.arange(N_CELLS) == cell
+    occupied = ((counts - own.astype(jnp.int32)) > 0) | consts.transmission_cells
+    glitch = kind == GLITCH
+    walkable = glitch | ~consts.block_cells
+    free = walkable & ~occupied
+    on_target = cell == player_cell
+    # Pass A: BFS around other enemies and transmissions (the target is exempt).
+    target_ok = jnp.take(walkable, player_cell)
+    dir_a = _pass_a_first_move(player_cell, cell, bb.from_bool(free),
+                               move & ~on_target & target_ok)
+    # Pass B: geometric shortest path, taken only if its first cell is free.
+    dir_b = jnp.take(jnp.where(glitch, consts.first_b[1], consts.first_b[0]), cell)
+    cell_b = _neighbour(cell, jnp.maximum(dir_b, 0))
+    dir_b = jnp.where((dir_b >= 0) & jnp.take(~occupied, cell_b), dir_b, -1)
+    # Pass C: greedy, the free neighbour closest to the player; may retreat (§14 item 8).
+    nbrs = jnp.asarray(_NEIGHBOUR_SAFE)[cell]
+    nbr_ok = jnp.asarray(_NEIGHBOUR_VALID)[cell] & jnp.take(free, nbrs)
+    nbr_dist = jnp.where(nbr_ok, jnp.asarray(MANHATTAN)[nbrs, player_cell], 1000)
+    dir_c = jnp.where(jnp.any(nbr_ok), jnp.argmax(nbr_dist == jnp.min(nbr_dist)), -1)
+    direction = jnp.where(on_target, dir_c,
+                          jnp.where(dir_a >= 0, dir_a, jnp.where(dir_b >= 0, dir_b, dir_c)))
+    moves = move & (direction >= 0)
+    dest = _neighbour(cell, jnp.maximum(direction, 0))
+    new_row = jnp.where(moves, dest // GRID, row)
+    new_col = jnp.where(moves, dest % GRID, col)
+    # §7.6: a cryptog that moved into the player's row or column is seen there.
+    seen = moves & (kind == CRYPTOG) & ((new_row == player_row) | (new_col == player_col))
+    enemies = enemies.replace(
+        row=jnp.where(sel, new_row, enemies.row), col=jnp.where(sel, new_col, enemies.col),
+        last_row=jnp.where(sel & seen, new_row, enemies.last_row),
+        last_col=jnp.where(sel & seen, new_col, enemies.last_col))
+    counts = counts + jnp.where(moves, (jnp.arange(N_CELLS) == dest).astype(jnp.int32)
+                                - own.astype(jnp.int32), 0)
+    hp = jnp.where(attack, jnp.maximum(hp - 1, 0), hp)
+    return enemies, hp, attacked | (sel & attack), counts
+
+
+# The enemies of a step act one after another (each sees the others' new cells); under vmap the
+# lanes loop in blocks of similar enemy counts, not all to the busiest env's count.
+_enemies_act = ragged_loop(_enemy_acts)
+
+
 def _enemy_step(state: EnvState, key, step_index, attacked, first_b, enabled):
     """One enemy step (§7.4) over a fresh uniform shuffle of the enemy list."""
     e = state.enemies
     n_slots = e.active.shape[0]
     order = jnp.argsort(jnp.where(e.active, jax.random.uniform(key, (n_slots,)), 2.0))
     n_acting = jnp.where(enabled, jnp.sum(e.active, dtype=jnp.int32), 0)
-    player_cell = cell_index(state.player.row, state.player.col)
-    block_cells = state.grid.content == BLOCK
     t = state.transmissions
     transmission_cells = jnp.any(
         t.active[:, None] & (cell_index(t.row, t.col)[:, None] == jnp.arange(N_CELLS)), axis=0)
-    slot_ids = jnp.arange(n_slots)
-
-    def body(carry):
-        k, enemies, hp, attacked, counts = carry
-        sel = slot_ids == order[k]
-        get = lambda values: jnp.sum(jnp.where(sel, values, 0))  # noqa: E731
-        kind, row, col = get(enemies.kind), get(enemies.row), get(enemies.col)
-        cell = cell_index(row, col)
-        acts = (jnp.any(sel & enemies.active) & (get(enemies.disabled) <= 0)
-                & ~jnp.any(sel & enemies.stunned) & ~jnp.any(sel & attacked)
-                & (step_index < jnp.asarray(ENEMY_SPEED)[kind]))
-        distance = jnp.abs(row - state.player.row) + jnp.abs(col - state.player.col)
-        attack = acts & (distance == 1)
-        move = acts & (distance != 1)
-        # Occupied for this enemy: every other enemy's cell and every transmission's cell.
-        own = jnp.arange(N_CELLS) == cell
-        occupied = ((counts - own.astype(jnp.int32)) > 0) | transmission_cells
-        glitch = kind == GLITCH
-        walkable = glitch | ~block_cells
-        free = walkable & ~occupied
-        on_target = cell == player_cell
-        # Pass A: BFS around other enemies and transmissions (the target is exempt).
-        target_ok = jnp.take(walkable, player_cell)
-        dir_a = _pass_a_first_move(player_cell, cell, bb.from_bool(free),
-                                   move & ~on_target & target_ok)
-        # Pass B: geometric shortest path, taken only if its first cell is free.
-        dir_b = jnp.take(jnp.where(glitch, first_b[1], first_b[0]), cell)
-        cell_b = _neighbour(cell, jnp.maximum(dir_b, 0))
-        dir_b = jnp.where((dir_b >= 0) & jnp.take(~occupied, cell_b), dir_b, -1)
-        # Pass C: greedy, the free neighbour closest to the player; may retreat (§14 item 8).
-        nbrs = jnp.asarray(_NEIGHBOUR_SAFE)[cell]
-        nbr_ok = jnp.asarray(_NEIGHBOUR_VALID)[cell] & jnp.take(free, nbrs)
-        nbr_dist = jnp.where(nbr_ok, jnp.asarray(MANHATTAN)[nbrs, player_cell], 1000)
-        dir_c = jnp.where(jnp.any(nbr_ok), jnp.argmax(nbr_dist == jnp.min(nbr_dist)), -1)
-        direction = jnp.where(on_target, dir_c,
-                              jnp.where(dir_a >= 0, dir_a, jnp.where(dir_b >= 0, dir_b, dir_c)))
-        moves = move & (direction >= 0)
-        dest = _neighbour(cell, jnp.maximum(direction, 0))
-        new_row = jnp.where(moves, dest // GRID, row)
-        new_col = jnp.where(moves, dest % GRID, col)
-        # §7.6: a cryptog that moved into the player's row or column is seen there.
-        seen = (moves & (kind == CRYPTOG)
-                & ((new_row == state.player.row) | (new_col == state.player.col)))
-        enemies = enemies.replace(
-            row=jnp.where(sel, new_row, enemies.row), col=jnp.where(sel, new_col, enemies.col),
-            last_row=jnp.where(sel & seen, new_row, enemies.last_row),
-            last_col=jnp.where(sel & seen, new_col, enemies.last_col))
-        counts = counts + jnp.where(moves, (jnp.arange(N_CELLS) == dest).astype(jnp.int32)
-                                    - own.astype(jnp.int32), 0)
-        hp = jnp.where(attack, jnp.maximum(hp - 1, 0), hp)
-        return k + 1, enemies, hp, attacked | (sel & attack), counts
-
+    consts = _StepConsts(order=order, step_index=jnp.asarray(step_index, jnp.int32),
+                         player_row=state.player.row, player_col=state.player.col,
+                         block_cells=state.grid.content == BLOCK,
+                         transmission_cells=transmission_cells, first_b=first_b)
     counts = jnp.sum(e.active[:, None] & (cell_index(e.row, e.col)[:, None] == jnp.arange(N_CELLS)),
                      axis=0, dtype=jnp.int32)
-    _, enemies, hp, attacked, _ = jax.lax.while_loop(
-        lambda c: c[0] < n_acting, body,
-        (jnp.int32(0), e, state.player.hp, attacked, counts))
+    enemies, hp, attacked, _ = _enemies_act(n_acting, (e, state.player.hp, attacked, counts),
+                                            consts)
     return state.replace(enemies=enemies, player=state.player.replace(hp=hp)), attacked
 
 

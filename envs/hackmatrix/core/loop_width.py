@@ -39,3 +39,7 @@ BFS_LAYERS = LoopWidth("HACKMATRIX_BFS_LAYERS_PER_ITERATION", gpu=4)
 # iteration, the first valid one kept: a batch of new boards otherwise waits for its unluckiest
 # board's attempts one by one (about 47 in a chunk of 256 boards, each a flood fill).
 LAYOUT_ATTEMPTS = LoopWidth("HACKMATRIX_LAYOUT_ATTEMPTS_PER_ITERATION", gpu=8)
+# Ragged loops (sparse.ragged_loop, the enemy steps): the fewest lanes in a block of lanes that
+# loop together. Smaller blocks waste fewer iterations on lanes that are done; on a GPU every
+# block's iterations are kernel launches of their own, so blocks stay large there.
+RAGGED_MIN_BLOCK = LoopWidth("HACKMATRIX_RAGGED_MIN_BLOCK", gpu=8192)

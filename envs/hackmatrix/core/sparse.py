@@ -14,6 +14,8 @@ import jax
 import jax.numpy as jnp
 from jax.custom_batching import custom_vmap
 
+from . import loop_width
+
 
 def tree_where(flag, new, old):
     """``new`` where ``flag`` else ``old``, leaf by leaf (a per-lane select under vmap)."""
@@ -60,6 +62,72 @@ def sparse_update(work: Callable) -> Callable:
             return remaining.at[lanes].set(False, mode="drop"), carry
 
         _, carry = jax.lax.while_loop(cond, body, (enabled, carry))
+        return carry, jax.tree.map(lambda _: True, carry)
+
+    return run
+
+
+def _block_size(axis_size: int) -> int:
+    minimum = loop_width.RAGGED_MIN_BLOCK()
+    return max(1, min(axis_size, max(16, minimum, -(-axis_size // 32))))
+
+
+def _loop(body, trips, carry, consts):
+    def step(state):
+        k, carry = state
+        return k + 1, body(k, carry, consts)
+
+    _, carry = jax.lax.while_loop(lambda state: state[0] < trips, step, (jnp.int32(0), carry))
+    return carry
+
+
+def ragged_loop(body: Callable) -> Callable:
+    """Turn ``body(k, carry, consts) -> carry`` into ``run(trips, carry, consts) -> carry``,
+    the carry after ``body`` for k = 0 .. trips - 1.
+
+    A batched loop runs until its longest lane is done and computes every lane on every
+    iteration, so a batch where one env has 17 enemies and the mean has 1.3 pays 17 iterations
+    for every env. Under vmap this sorts the lanes by trip count and cuts them into blocks
+    (``_block_size``) that each loop only as long as their own longest lane: the cost follows
+    the sum of the trips, not the batch size times the longest. Results are the per-lane
+    semantics exactly (tested)."""
+
+    @custom_vmap
+    def run(trips, carry, consts):
+        return _loop(body, trips, carry, consts)
+
+    @run.def_vmap
+    def run_batched(axis_size, in_batched, trips, carry, consts):
+        def batched(tree, flags):
+            return jax.tree.map(
+                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
+                tree, flags)
+
+        trips = batched(trips, in_batched[0])
+        carry = batched(carry, in_batched[1])
+        consts = batched(consts, in_batched[2])
+        per_lane = jax.vmap(lambda t, c, s: _loop(body, t, c, s))
+        block = _block_size(axis_size)
+        if block >= axis_size:
+            return per_lane(trips, carry, consts), jax.tree.map(lambda _: True, carry)
+        n_blocks = -(-axis_size // block)
+        padding = n_blocks * block - axis_size
+        order = jnp.argsort(-trips)  # longest first: the last blocks loop least
+        lanes = jnp.concatenate([order, jnp.zeros(padding, order.dtype)])
+        block_trips = jnp.concatenate([trips[order], jnp.zeros(padding, trips.dtype)])
+
+        def blocks(tree):
+            return jax.tree.map(lambda x: x[lanes].reshape((n_blocks, block) + x.shape[1:]), tree)
+
+        def one_block(_, inputs):
+            return None, per_lane(*inputs)
+
+        _, done = jax.lax.scan(one_block, None,
+                               (block_trips.reshape(n_blocks, block), blocks(carry),
+                                blocks(consts)))
+        back = jnp.argsort(order)
+        carry = jax.tree.map(
+            lambda x: x.reshape((n_blocks * block,) + x.shape[2:])[back], done)
         return carry, jax.tree.map(lambda _: True, carry)
 
     return run
