@@ -7,15 +7,19 @@ lands on a uniformly chosen valid cell, which is exactly the distribution of "fi
 uniform draws".
 """
 
+from typing import NamedTuple
+
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import struct
 
 from . import bitboard as bb
 from .constants import BLOCK, GRID, N_CELLS, N_ENEMY_TYPES, SPAWN_TRIES
 from .entities import append_transmission, cell_index, enemy_cell_mask, transmission_cell_mask
 from .rng import uniform_below, unit_interval
-from .state import EnvState
+from .sparse import ragged_loop
+from .state import EnvState, Transmissions
 
 _CELLS = np.arange(N_CELLS, dtype=np.int32)
 def spawn_empty_mask(state: EnvState) -> jax.Array:
@@ -58,7 +62,10 @@ def _pass_success_probability(valid_count: jax.Array) -> jax.Array:
 
 def spawn_transmissions(state: EnvState, key: jax.Array, count, *, from_scheduled=False,
                         from_siphon=False) -> EnvState:
-    return _spawn(state, key, count, lambda index: (from_scheduled, from_siphon))
+    count = jnp.asarray(count, jnp.int32)
+    return _spawn(state, key, count,
+                  scheduled_below=jnp.where(from_scheduled, count, 0),
+                  siphon_from=jnp.where(from_siphon, 0, count))
 
 
 def spawn_turn_end_transmissions(state: EnvState, key: jax.Array, n_scheduled,
@@ -66,56 +73,73 @@ def spawn_turn_end_transmissions(state: EnvState, key: jax.Array, n_scheduled,
     """§7.2 steps 5-6 in one loop: first the scheduled task's transmissions (from_scheduled),
     then the siphon's owed ones (from_siphon), exactly as two consecutive calls would."""
     n_scheduled = jnp.asarray(n_scheduled, jnp.int32)
-    return _spawn(state, key, n_scheduled + n_siphon,
-                  lambda index: (index < n_scheduled, index >= n_scheduled))
+    return _spawn(state, key, n_scheduled + n_siphon, scheduled_below=n_scheduled,
+                  siphon_from=n_scheduled)
 
 
-def _spawn(state: EnvState, key: jax.Array, count, flags_of) -> EnvState:
+@struct.dataclass
+class _Spawning:
+    """What a spawn changes (``entities.append_transmission`` reads and writes only these), and
+    the cells this call has taken so far."""
+    transmissions: Transmissions
+    next_seq: jax.Array
+    overflow: jax.Array
+    taken: jax.Array
+
+
+class _SpawnConsts(NamedTuple):
+    key: jax.Array
+    spawn_empty: jax.Array
+    out_of_line: jax.Array
+    scheduled_below: jax.Array  # the transmissions before this index are from_scheduled
+    siphon_from: jax.Array  # those from this index on are from_siphon
+
+
+def _spawn_one(index, carry: _Spawning, consts: _SpawnConsts) -> _Spawning:
+    bits = jax.random.bits(jax.random.fold_in(consts.key, index), (4,), jnp.uint32)
+    valid1 = consts.out_of_line & ~carry.taken
+    valid2 = consts.spawn_empty & ~carry.taken
+    count1 = jnp.sum(valid1, dtype=jnp.int32)
+    count2 = jnp.sum(valid2, dtype=jnp.int32)
+    use_pass1 = unit_interval(bits[0]) < _pass_success_probability(count1)
+    use_pass2 = ~use_pass1 & (unit_interval(bits[1]) < _pass_success_probability(count2))
+    found = use_pass1 | use_pass2
+    candidates = jnp.where(use_pass1, valid1, valid2)
+    n_candidates = jnp.where(use_pass1, count1, count2)
+    pick = uniform_below(bits[2], jnp.maximum(n_candidates, 1))
+    chosen = candidates & (jnp.cumsum(candidates) == pick + 1)  # the pick-th candidate
+    cell = jnp.argmax(chosen).astype(jnp.int32)
+    kind = uniform_below(bits[3], N_ENEMY_TYPES)
+    spawned = append_transmission(
+        carry, found, cell // GRID, cell % GRID, kind, turns=1,
+        from_scheduled=index < consts.scheduled_below, from_siphon=index >= consts.siphon_from)
+    return spawned.replace(taken=carry.taken | (chosen & found))
+
+
+# Under vmap the lanes loop in blocks of similar counts, not all to the busiest env's count.
+_spawn_all = ragged_loop(_spawn_one)
+
+
+def _spawn(state: EnvState, key: jax.Array, count, *, scheduled_below, siphon_from) -> EnvState:
     """Swift ``spawnRandomTransmissions(count)`` (game-rules §3.6).
 
     For each of ``count`` transmissions in turn: pass 1 looks for a spawn-empty cell out of the
     player's line of fire, pass 2 (only if pass 1 failed) for any spawn-empty cell; a found cell
-    gets a transmission with timer 1, a uniform enemy type and the given provenance flags,
-    appended in list order (a full slot array counts overflow). If both passes fail it is
-    dropped and no type is drawn. Cells taken earlier in the same call count as occupied.
-    ``count`` may be traced; the loop runs zero iterations when it is 0.
+    gets a transmission with timer 1, a uniform enemy type and its provenance flags, appended
+    in list order (a full slot array counts overflow). If both passes fail it is dropped and no
+    type is drawn. Cells taken earlier in the same call count as occupied. ``count`` may be
+    traced; the loop runs zero iterations when it is 0.
     """
-    count = jnp.asarray(count, jnp.int32)
     # Neither the player, the enemies nor the blocks change during the call, and transmissions
     # do not stop the line of fire, so both candidate sets are fixed up front; only the cells
     # taken by this call's own spawns are removed as it goes.
     spawn_empty = spawn_empty_mask(state)
-    out_of_line = spawn_empty & ~line_of_fire_mask(state)
-
-    def cond(carry):
-        index = carry[0]
-        return index < count
-
-    def body(carry):
-        index, transmissions, next_seq, overflow, taken = carry
-        bits = jax.random.bits(jax.random.fold_in(key, index), (4,), jnp.uint32)
-        valid1 = out_of_line & ~taken
-        valid2 = spawn_empty & ~taken
-        count1 = jnp.sum(valid1, dtype=jnp.int32)
-        count2 = jnp.sum(valid2, dtype=jnp.int32)
-        use_pass1 = unit_interval(bits[0]) < _pass_success_probability(count1)
-        use_pass2 = ~use_pass1 & (unit_interval(bits[1]) < _pass_success_probability(count2))
-        found = use_pass1 | use_pass2
-        candidates = jnp.where(use_pass1, valid1, valid2)
-        n_candidates = jnp.where(use_pass1, count1, count2)
-        pick = uniform_below(bits[2], jnp.maximum(n_candidates, 1))
-        chosen = candidates & (jnp.cumsum(candidates) == pick + 1)  # the pick-th candidate
-        cell = jnp.argmax(chosen).astype(jnp.int32)
-        kind = uniform_below(bits[3], N_ENEMY_TYPES)
-        from_scheduled, from_siphon = flags_of(index)
-        spawned = append_transmission(
-            state.replace(transmissions=transmissions, next_seq=next_seq, overflow=overflow),
-            found, cell // GRID, cell % GRID, kind, turns=1, from_scheduled=from_scheduled,
-            from_siphon=from_siphon)
-        return (index + 1, spawned.transmissions, spawned.next_seq, spawned.overflow,
-                taken | (chosen & found))
-
-    init = (jnp.int32(0), state.transmissions, state.next_seq, state.overflow,
-            jnp.zeros(N_CELLS, jnp.bool_))
-    _, transmissions, next_seq, overflow, _ = jax.lax.while_loop(cond, body, init)
-    return state.replace(transmissions=transmissions, next_seq=next_seq, overflow=overflow)
+    consts = _SpawnConsts(key=key, spawn_empty=spawn_empty,
+                          out_of_line=spawn_empty & ~line_of_fire_mask(state),
+                          scheduled_below=jnp.asarray(scheduled_below, jnp.int32),
+                          siphon_from=jnp.asarray(siphon_from, jnp.int32))
+    init = _Spawning(transmissions=state.transmissions, next_seq=state.next_seq,
+                     overflow=state.overflow, taken=jnp.zeros(N_CELLS, jnp.bool_))
+    done = _spawn_all(jnp.asarray(count, jnp.int32), init, consts)
+    return state.replace(transmissions=done.transmissions, next_seq=done.next_seq,
+                         overflow=done.overflow)
