@@ -5,7 +5,9 @@ so stage generation (needed only on the steps that complete a stage or reset a g
 paid by every env on every step. ``sparse_update`` is a ``custom_vmap`` whose batching rule
 gathers the lanes that need the work into chunks, runs the work on those chunks only, and
 scatters the results back: the cost follows the number of lanes that need it, not the batch
-size. Results are identical to the per-lane semantics (tested).
+size. ``ragged_loop`` does the same for a loop whose trip count varies by lane (the enemies of
+a step, the transmissions of a spawn): the lanes loop in blocks of similar counts instead of
+all to the longest. Results are identical to the per-lane semantics (tested).
 """
 
 from typing import Callable
