@@ -100,22 +100,10 @@ def test_enemy_turn_is_the_same_whatever_the_ragged_block(monkeypatch):
     by enemy count in blocks of 16 give the enemy turn of one block looping to the busiest
     lane, field for field, on mid-game states with 0 to many enemies."""
     from envs.hackmatrix.env import HackMatrix
+    from scripts.profile_step import mid_game_states
 
     env, n = HackMatrix(), 96
-    params = env.default_params
-    keys = jax.random.split(jax.random.PRNGKey(7), n)
-    obs, state = jax.vmap(env.reset, in_axes=(0, None))(keys, params)
-
-    def play(carry, key):
-        obs, state = carry
-        k_act, k_step = jax.random.split(key)
-        action = jax.random.categorical(k_act, jnp.where(obs.action_mask, 0.0, -1e9))
-        obs, state, *_ = jax.vmap(env.step, in_axes=(0, 0, 0, None))(
-            jax.random.split(k_step, n), state, action, params)
-        return (obs, state), None
-
-    (obs, state), _ = jax.jit(lambda c, k: jax.lax.scan(play, c, jax.random.split(k, 30)))(
-        (obs, state), jax.random.PRNGKey(8))
+    _, state = mid_game_states(env, env.default_params, n, warmup_steps=30, seed=7)
     counts = np.asarray(state.enemies.active.sum(-1))
     assert counts.min() == 0 and counts.max() >= 4
 

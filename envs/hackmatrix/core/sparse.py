@@ -24,6 +24,12 @@ def tree_where(flag, new, old):
     return jax.tree.map(lambda a, b: jnp.where(flag, a, b), new, old)
 
 
+def _broadcast_unbatched(axis_size: int, tree, flags):
+    """Give every leaf the batch axis: a leaf the vmap left unbatched is broadcast."""
+    return jax.tree.map(
+        lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, flags)
+
+
 def _chunk_size(axis_size: int) -> int:
     # Big enough that a typical step needs one chunk, small enough to skip most lanes.
     return max(1, min(axis_size, max(16, axis_size // 32)))
@@ -39,14 +45,9 @@ def sparse_update(work: Callable) -> Callable:
 
     @run.def_vmap
     def run_batched(axis_size, in_batched, enabled, carry, *args):
-        def batched(tree, flags):
-            return jax.tree.map(
-                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
-                tree, flags)
-
-        enabled = batched(enabled, in_batched[0])
-        carry = batched(carry, in_batched[1])
-        args = tuple(batched(a, b) for a, b in zip(args, in_batched[2:]))
+        enabled = _broadcast_unbatched(axis_size, enabled, in_batched[0])
+        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
+        args = tuple(_broadcast_unbatched(axis_size, a, b) for a, b in zip(args, in_batched[2:]))
         chunk = _chunk_size(axis_size)
         batched_work = jax.vmap(work)
 
@@ -100,14 +101,9 @@ def ragged_loop(body: Callable) -> Callable:
 
     @run.def_vmap
     def run_batched(axis_size, in_batched, trips, carry, consts):
-        def batched(tree, flags):
-            return jax.tree.map(
-                lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)),
-                tree, flags)
-
-        trips = batched(trips, in_batched[0])
-        carry = batched(carry, in_batched[1])
-        consts = batched(consts, in_batched[2])
+        trips = _broadcast_unbatched(axis_size, trips, in_batched[0])
+        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
+        consts = _broadcast_unbatched(axis_size, consts, in_batched[2])
         per_lane = jax.vmap(lambda t, c, s: _loop(body, t, c, s))
         block = _block_size(axis_size)
         if block >= axis_size:
