@@ -86,3 +86,15 @@ def test_ragged_loop_equals_each_lane_looping_its_own_trips():
     np.testing.assert_array_equal(np.asarray(total), np.arange(n) + t * (t + 1))
     alone, _ = RAGGED(jnp.int32(4), (jnp.int32(0), jnp.int32(-1)), (jnp.int32(1),))
     assert int(alone) == 10
+
+
+def test_ragged_loop_under_two_vmaps():
+    """Seeds x envs (``--num-seeds`` vmaps the env step twice): each lane still loops its own
+    trips."""
+    rng = np.random.default_rng(4)
+    trips = jnp.asarray(rng.integers(0, 6, (3, 40)), jnp.int32)
+    carry = (jnp.zeros((3, 40), jnp.int32), jnp.full((3, 40), -1, jnp.int32))
+    total, last = jax.jit(jax.vmap(jax.vmap(RAGGED)))(trips, carry, (jnp.ones((3, 40), jnp.int32),))
+    t = np.asarray(trips)
+    np.testing.assert_array_equal(np.asarray(total), t * (t + 1) // 2)
+    np.testing.assert_array_equal(np.asarray(last), np.where(t > 0, t - 1, -1))
