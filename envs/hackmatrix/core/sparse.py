@@ -10,6 +10,7 @@ a step, the transmissions of a spawn): the lanes loop in blocks of similar count
 all to the longest. Results are identical to the per-lane semantics (tested).
 """
 
+import functools
 from typing import Callable
 
 import jax
@@ -71,8 +72,7 @@ def sparse_update(work: Callable) -> Callable:
 
 
 def _block_size(axis_size: int) -> int:
-    minimum = loop_width.RAGGED_MIN_BLOCK()
-    return max(1, min(axis_size, max(16, minimum, -(-axis_size // 32))))
+    return min(axis_size, max(16, loop_width.RAGGED_MIN_BLOCK(), -(-axis_size // 32)))
 
 
 def _loop(body, trips, carry, consts):
@@ -104,7 +104,7 @@ def ragged_loop(body: Callable) -> Callable:
         trips = _broadcast_unbatched(axis_size, trips, in_batched[0])
         carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
         consts = _broadcast_unbatched(axis_size, consts, in_batched[2])
-        per_lane = jax.vmap(lambda t, c, s: _loop(body, t, c, s))
+        per_lane = jax.vmap(functools.partial(_loop, body))
         block = _block_size(axis_size)
         if block >= axis_size:
             return per_lane(trips, carry, consts), jax.tree.map(lambda _: True, carry)
