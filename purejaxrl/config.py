@@ -98,6 +98,10 @@ class TrainConfig:
     # knows; empty: off), so that acquiring a program is met often.
     program_block_pool: tuple = struct.field(pytree_node=False, default=())
     program_block_share: float = struct.field(pytree_node=False, default=0.5)
+    # HackMatrix's acquire macro: one more action that plays the next move of a scripted plan
+    # to acquire a program (the env's ``acquire_macro``). Part of the agent, not a curriculum:
+    # a policy trained with it plays with it.
+    acquire_macro: bool = struct.field(pytree_node=False, default=False)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -323,6 +327,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5,
+                      "acquire_macro": False,
                       "explore_pool": [], "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
 # Fields that hold a tuple of names (a list in JSON).

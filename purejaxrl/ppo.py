@@ -69,7 +69,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                          ("--program-potential", "program_potential"),
                          ("--program-potential-pool", "program_potential_pool"),
                          ("--program-block-pool", "program_block_pool"),
-                         ("--explore-pool", "explore_pool")):
+                         ("--explore-pool", "explore_pool"),
+                         ("--acquire-macro", "acquire_macro")):
         if getattr(config, option) and not registry.takes_option(config.env, option):
             raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
                               f"{config.env!r} does not")
@@ -84,7 +85,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                                     program_potential_pool=config.program_potential_pool,
                                     program_block_pool=config.program_block_pool,
                                     program_block_share=config.program_block_share,
-                                    explore_pool=config.explore_pool)
+                                    explore_pool=config.explore_pool,
+                                    acquire_macro=config.acquire_macro)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

@@ -9,7 +9,7 @@ from gymnax.environments import environment, spaces
 import numpy as np
 
 from .core import generation, reward_ledger, rewards
-from . import ENV_VERSION, baselines, observation, training
+from . import ENV_VERSION, acquire_macro, baselines, observation, training
 from .core.constants import (ACTION_SIPHON, GRID, N_ACTIONS, N_PROGRAMS, N_STAGES,
                              PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
 from .core.game import step_game, step_keys
@@ -72,7 +72,9 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     programs as the block nearest the player (a curriculum; ``training.plant_program_block``);
     ``explore_pool`` (program names; empty: all 23) narrows ``exploration_target`` to the
     siphons that would acquire one of its programs (the trainer's ``--explore-share``);
-    slot capacities.
+    ``acquire_macro`` adds action 28, "head for a program", which plays the next move of a
+    plan read from the observation (``acquire_macro``: prior knowledge in the action space,
+    off by default; the mask gains its entry, bool[29]); slot capacities.
     """
 
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
@@ -81,7 +83,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
                         "start_programs", "start_programs_share", "start_programs_pool",
                         "program_potential", "program_potential_pool", "program_block_pool",
-                        "program_block_share", "explore_pool")
+                        "program_block_share", "explore_pool", "acquire_macro")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -91,7 +93,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  start_programs_share: float = 0.5, start_programs_pool: tuple[str, ...] = (),
                  program_potential: float = 0.0, program_potential_pool: tuple[str, ...] = (),
                  program_block_pool: tuple[str, ...] = (), program_block_share: float = 0.5,
-                 explore_pool: tuple[str, ...] = (),
+                 explore_pool: tuple[str, ...] = (), acquire_macro: bool = False,
                  max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
@@ -126,6 +128,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.program_block_pool = tuple(program_block_pool)
         self.program_block_share = float(program_block_share)
         self.explore_pool = tuple(explore_pool)
+        self.acquire_macro = bool(acquire_macro)
         # bool[23] of the pool's programs (None: every program counts).
         self._explore_wanted = (np.isin(np.arange(N_PROGRAMS), self._explore_pool_indices)
                                 if explore_pool else None)
@@ -142,7 +145,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                 self.start_programs, self.start_programs_share, self.start_programs_pool,
                 self.program_potential, self.program_potential_pool,
                 self.program_block_pool, self.program_block_share, self.explore_pool,
-                self.max_enemies,
+                self.acquire_macro, self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -161,7 +164,25 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
 
     @property
     def num_actions(self) -> int:
-        return N_ACTIONS
+        return N_ACTIONS + 1 if self.acquire_macro else N_ACTIONS
+
+    def observe(self, state: EnvState) -> observation.Observation:
+        """The observation of ``state``; with ``acquire_macro`` its mask gains the macro's
+        entry (``acquire_macro.macro_action``)."""
+        obs = observation.build_observation(state)
+        if not self.acquire_macro:
+            return obs
+        offered, _ = acquire_macro.macro_action(obs)
+        return obs.replace(action_mask=jnp.concatenate([obs.action_mask, offered[None]]))
+
+    def played_action(self, state: EnvState, action) -> jax.Array:
+        """The game action ``action`` plays in ``state``: itself, or with ``acquire_macro``
+        the macro's move for action 28 (28, which fails, where the macro is not offered)."""
+        if not self.acquire_macro:
+            return action
+        offered, move = acquire_macro.macro_action(observation.build_observation(state))
+        return jnp.where(action == N_ACTIONS, jnp.where(offered, move, N_ACTIONS),
+                         action).astype(jnp.int32)
 
     def new_game(self, key) -> EnvState:
         state, k_stage = generation.new_game_before_stage(
@@ -226,21 +247,22 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         first, end = jnp.where(advance, 0, 1), jnp.where(reset, 2, 1)
         _, last, following = jax.lax.while_loop(lambda loop: loop[0] < end, one_board,
                                                 (first, state, state))
-        return following, (observation.build_observation(last), player_exit_distance(last),
+        return following, (self.observe(last), player_exit_distance(last),
                            last.overflow)
 
     def reset_env(self, key, params: EnvParams):
         state = self.new_game(key)
-        return observation.build_observation(state), state
+        return self.observe(state), state
 
     def step_env(self, key, state: EnvState, action, params: EnvParams):
         """One step without auto-reset (Swift's headless ``done`` semantics)."""
+        action = self.played_action(state, action)
         stepped, inputs, events = self._play(state, action, key)
         state_next, last_state, _, inputs = self._advance_or_reset(
             stepped, inputs, events, key, key, jnp.zeros_like(events.exit_reached))
         reward, info, ledger = self._outcome(state, action, last_state, inputs, events, params)
         state_next = state_next.replace(ledger=ledger)
-        return (observation.build_observation(state_next), state_next, reward,
+        return (self.observe(state_next), state_next, reward,
                 _terminal(inputs, events), info)
 
     def _play(self, state: EnvState, action, key):
@@ -262,7 +284,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         ``new_distance``)."""
         advance = events.exit_reached & ~events.game_won
         snapshots = stepped.history.snapshots
-        ended_shapes = jax.eval_shape(lambda s: (observation.build_observation(s),
+        ended_shapes = jax.eval_shape(lambda s: (self.observe(s),
                                                  player_exit_distance(s), s.overflow), stepped)
         carry = (without_snapshots(stepped), jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype),
                                                           ended_shapes))
@@ -317,6 +339,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
             "undo_exploit_completion": events.undo_exploit_completion,
             "overflow": state.overflow,
             "programs_owned": programs_owned,
+            # The game action played: the action itself, or the acquire macro's move.
+            "action_played": jnp.asarray(action, jnp.int32),
         }
         return reward, info, ledger
 
@@ -330,13 +354,14 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         if params is None:
             params = self.default_params
         key_step, key_reset = jax.random.split(key)
+        action = self.played_action(state, action)
         stepped, inputs, events = self._play(state, action, key_step)
         terminated = _terminal(inputs, events)
         truncated = ~terminated & self.is_truncated(stepped, params)
         done = terminated | truncated
         state_next, last_state, ended_obs, inputs = self._advance_or_reset(
             stepped, inputs, events, key_step, key_reset, done)
-        obs = observation.build_observation(state_next)
+        obs = self.observe(state_next)
         reward, info, ledger = self._outcome(state, action, last_state, inputs, events, params)
         if ledger is not None:  # a new episode starts a new ledger
             ledger = tree_where(done, self.fresh_ledger(), ledger)
@@ -398,12 +423,12 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return search_hooks
 
     def action_space(self, params: EnvParams | None = None) -> spaces.Discrete:
-        return spaces.Discrete(N_ACTIONS)
+        return spaces.Discrete(self.num_actions)
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Dict:
         return spaces.Dict({
             "player": spaces.Box(0.0, 1.0, (observation.N_PLAYER_FEATURES,), jnp.float32),
             "programs": spaces.Box(0, 1, (N_PROGRAMS,), jnp.int32),
             "grid": spaces.Box(0.0, 1.0, (GRID, GRID, observation.N_GRID_CHANNELS), jnp.float32),
-            "action_mask": spaces.Box(0, 1, (N_ACTIONS,), jnp.bool_),
+            "action_mask": spaces.Box(0, 1, (self.num_actions,), jnp.bool_),
         })

@@ -3,7 +3,7 @@ search steps, the objective it maximises, its leaf values, and the actions it ma
 
 * **Model.** The game's own ``step_env`` (no auto-reset, so a death or a win is a terminal
   node), on a copy of the state whose UNDO history is emptied and one slot long: the search
-  never plays UNDO (``SEARCH_ACTIONS``), so the ring buffer (about 80% of a state's bytes)
+  never plays UNDO (``search_actions``), so the ring buffer (about 80% of a state's bytes)
   would only inflate every node of the tree; and a world re-drawn by ``determinize`` keeps the
   true snapshots, which UNDO would reveal. The reward ledger (``undo_pays_once``) goes too: it
   changes only what UNDO pays.
@@ -30,7 +30,7 @@ import numpy as np
 
 from . import baselines, determinize
 from .core import bitboard
-from .core.constants import (ACTION_SIPHON, BLOCK, N_ACTIONS, N_CELLS, PROGRAM_ACTION_OFFSET,
+from .core.constants import (ACTION_SIPHON, BLOCK, N_CELLS, PROGRAM_ACTION_OFFSET,
                              PROGRAM_NAMES, UNDO)
 from .core.entities import cell_index
 from .core.rewards import bfs_distance
@@ -40,16 +40,22 @@ from .env import HackMatrix
 from .observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED, GRID, Observation
 
 MAX_HP = 3  # game-rules §1: full health
-# Every action but UNDO (see the module docstring).
-SEARCH_ACTIONS = np.arange(N_ACTIONS) != PROGRAM_ACTION_OFFSET + UNDO
+
+
+def search_actions(env: HackMatrix) -> np.ndarray:
+    """bool[env.num_actions]: every action but UNDO (see the module docstring); the acquire
+    macro, where the env has it, included."""
+    return np.arange(env.num_actions) != PROGRAM_ACTION_OFFSET + UNDO
 LEAF_VALUES = ("exit", "rollout", "zero")
 
 
 def search_model(env: HackMatrix) -> HackMatrix:
-    """The env the search steps: ``env``'s rules with a one-slot UNDO history, no ledger."""
+    """The env the search steps: ``env``'s rules and actions (the acquire macro kept) with a
+    one-slot UNDO history, no ledger."""
     return HackMatrix(reward_shaping=env.reward_shaping, close_undo_exploit=env.close_undo_exploit,
-                      undo_pays_once=False, max_enemies=env.max_enemies,
-                      max_transmissions=env.max_transmissions, history_size=1)
+                      undo_pays_once=False, acquire_macro=env.acquire_macro,
+                      max_enemies=env.max_enemies, max_transmissions=env.max_transmissions,
+                      history_size=1)
 
 
 def to_model_state(state: EnvState) -> EnvState:
@@ -188,7 +194,7 @@ def make_hooks(env: HackMatrix, *, fair: bool, leaf: str = "exit", gamma: float 
             return determinize.redraw_hidden(key, state, attempts)[0]
     return dict(model_env=model, model_params=model_params, to_model=to_model_state,
                 sample_world=sample_world, reward_fn=stage_points, leaf_value=values[leaf](),
-                allowed_actions=SEARCH_ACTIONS)
+                allowed_actions=search_actions(env))
 
 
 def model_steps_per_move(leaf: str, simulations: int, worlds: int) -> int:

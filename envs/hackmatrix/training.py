@@ -151,7 +151,11 @@ def program_shaping(owned_before, owned_after, terminal, per_program: float, gam
 
 
 def _direction(action):
-    return action < ACTION_SIPHON
+    return (action >= 0) & (action < ACTION_SIPHON)
+
+
+def _program(action):
+    return (action >= PROGRAM_ACTION_OFFSET) & (action < N_ACTIONS)
 
 
 # The names are those of the metrics files and ledgers written before the trainer was
@@ -172,15 +176,20 @@ METRICS = (
     # Episodes whose env dropped a slot append (capacities; must stay 0).
     Metric("overflow", lambda obs, action, info: info["overflow"] > 0, at_end=True,
            log="env/overflow_episodes", log_per="total", alert="episodes with slot overflow"),
-    Metric("moves", lambda obs, action, info: _direction(action) & ~info["shot"],
+    # The game action played (``info["action_played"]``): the acquire macro's move counts as
+    # the move, siphon it plays.
+    Metric("moves", lambda obs, action, info: _direction(info["action_played"]) & ~info["shot"],
            log="actions/move_fraction", log_per="step"),
-    Metric("shots", lambda obs, action, info: _direction(action) & info["shot"],
+    Metric("shots", lambda obs, action, info: _direction(info["action_played"]) & info["shot"],
            log="actions/shot_fraction", log_per="step"),
-    Metric("siphons", lambda obs, action, info: action == ACTION_SIPHON,
+    Metric("siphons", lambda obs, action, info: info["action_played"] == ACTION_SIPHON,
            log="actions/siphon_fraction", log_per="step", summary="siphons_per_episode"),
-    Metric("programs", lambda obs, action, info: action >= PROGRAM_ACTION_OFFSET,
+    Metric("programs", lambda obs, action, info: _program(info["action_played"]),
            log="actions/program_fraction", log_per="step", summary="programs_per_episode",
            per_stage=True),
+    # The policy's choices of the acquire macro (``HackMatrix(acquire_macro=True)``; 0 without).
+    Metric("macros", lambda obs, action, info: action == N_ACTIONS,
+           log="actions/macro_fraction", log_per="step", summary="macros_per_episode"),
     # Whether the economy is entered at all: agents that never acquire a program run none
     # (SPEC §4.4). Evaluation reports it per stage (the stage report's end resources).
     Metric("programs_owned", lambda obs, action, info: info["programs_owned"], at_end=True,

@@ -53,7 +53,7 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
     "start_programs", "start_programs_share", "start_programs_pool", "program_potential",
-    "program_potential_pool", "program_block_pool", "program_block_share",
+    "program_potential_pool", "program_block_pool", "program_block_share", "acquire_macro",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
@@ -112,6 +112,11 @@ def build_parser() -> argparse.ArgumentParser:
                           "evaluation plays the game's own boards (default: off)")
     env.add_argument("--program-block-share", type=float, metavar="P",
                      help="the share of stage boards that --program-block-pool plants on")
+    env.add_argument("--acquire-macro", action=flag,
+                     help="(HackMatrix) one more action, 'head for a program': the next move of "
+                          "a plan to siphon a program block not owned, read from the observation "
+                          "(prior knowledge in the action space; kept when the policy plays; "
+                          "default: off)")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "

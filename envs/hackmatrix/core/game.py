@@ -109,11 +109,14 @@ class ActionOutcome(NamedTuple):
 
 def player_action(state: EnvState, action, key) -> tuple[EnvState, ActionOutcome]:
     """The player's action (game-rules §4): a direction (shoot or move, §5), the siphon (§6) or a
-    program (programs §4, with ``key``). A failed action (R4) leaves the state unchanged."""
-    is_direction = action < N_DIRECTIONS
+    program (programs §4, with ``key``). A failed action (R4), an index outside 0..27
+    included, leaves the state unchanged."""
+    # An index outside 0..27 is no action and fails (the acquire macro plays 28 where it is
+    # not offered): Swift aborts on one, here it is an invalid action (R4).
+    is_direction = (action >= 0) & (action < N_DIRECTIONS)
     is_siphon = action == ACTION_SIPHON
     program = jnp.clip(action - PROGRAM_ACTION_OFFSET, 0, N_PROGRAMS - 1)
-    is_program = action >= PROGRAM_ACTION_OFFSET
+    is_program = (action >= PROGRAM_ACTION_OFFSET) & (action < PROGRAM_ACTION_OFFSET + N_PROGRAMS)
 
     moved_state, dir_ok, shot, dir_exit, dir_kills, collected = direction_action(
         state, jnp.clip(action, 0, N_DIRECTIONS - 1))

@@ -1,0 +1,133 @@
+"""The acquire macro (``HackMatrix(acquire_macro=True)``, ``envs/hackmatrix/acquire_macro.py``):
+action 28 plays the next move of a plan, read from the observation, to siphon a program block
+the player does not own; the game itself is unchanged."""
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from envs.hackmatrix import HackMatrix, build_observation, set_state
+from envs.hackmatrix.acquire_macro import macro_action
+from envs.hackmatrix.core.constants import ACTION_SIPHON, N_ACTIONS, PROGRAM_ACTION_OFFSET, \
+    PROGRAM_NAMES
+
+UP, DOWN, LEFT, RIGHT = 0, 1, 2, 3  # up = row + 1
+MACRO = N_ACTIONS
+PLAIN = HackMatrix(close_undo_exploit=True)
+WITH_MACRO = HackMatrix(close_undo_exploit=True, acquire_macro=True)
+_macro = jax.jit(lambda state: macro_action(build_observation(state)))
+
+
+def _board(player=None, blocks=None, **changes):
+    scenario = {"player": player or {"row": 0, "col": 0, "dataSiphons": 1},
+                "blocks": blocks if blocks is not None else
+                [{"row": 0, "col": 3, "type": "program", "programType": "reset"}]}
+    return set_state({**scenario, **changes})
+
+
+def _plan(state):
+    offered, action = _macro(state)
+    return bool(offered), int(action)
+
+
+def test_with_a_siphon_the_macro_walks_the_shortest_path_then_siphons():
+    """A reset block at (0,3), the player at (0,0) with a data siphon: the cells beside the block
+    are (0,2), (0,4) and (1,3); the nearest is (0,2), two moves right; there the macro
+    siphons (game-rules §6: the cross takes the block beside the player)."""
+    assert _plan(_board()) == (True, RIGHT)
+    assert _plan(_board(player={"row": 0, "col": 2, "dataSiphons": 1})) == (True, ACTION_SIPHON)
+    # From (2,3) the nearest target is (1,3), one move down (row - 1).
+    assert _plan(_board(player={"row": 2, "col": 3, "dataSiphons": 1})) == (True, DOWN)
+
+
+def test_blocks_are_walked_around():
+    """A wall of data blocks on column 1, rows 0-4: from (0,0) the only way to the reset block's
+    side runs up column 0 to row 5, so the first move is up."""
+    wall = [{"row": r, "col": 1, "type": "data"} for r in range(5)]
+    reset = {"row": 0, "col": 3, "type": "program", "programType": "reset"}
+    assert _plan(_board(blocks=wall + [reset])) == (True, UP)
+
+
+def test_without_a_siphon_the_macro_heads_for_a_floor_data_siphon():
+    """No data siphon in hand: the plan walks to the nearest floor data siphon first (walking
+    onto it collects one, game-rules §5); a siphon on (3,0) is three moves up from (0,0)."""
+    state = _board(player={"row": 0, "col": 0},
+                   resources=[{"row": 3, "col": 0, "dataSiphon": True}])
+    assert _plan(state) == (True, UP)
+
+
+def test_the_macro_is_not_offered_without_a_program_to_take():
+    """Not offered: no program block; a program already owned; a siphoned block; a question
+    block (its program is hidden: the plan reads the observation only); no siphon in hand
+    and none on the floor."""
+    reset = {"row": 0, "col": 3, "type": "program", "programType": "reset"}
+    question = _board()
+    cell = 0 * 6 + 3
+    question = question.replace(grid=question.grid.replace(
+        question=question.grid.question.at[cell].set(True)))
+    for name, state in {
+            "no program block": _board(blocks=[{"row": 0, "col": 3, "type": "data"}]),
+            "owned": _board(ownedPrograms=[PROGRAM_ACTION_OFFSET + PROGRAM_NAMES.index("reset")]),
+            "siphoned": _board(blocks=[{**reset, "siphoned": True}]),
+            "question": question,
+            "no siphon anywhere": _board(player={"row": 0, "col": 0})}.items():
+        assert not _plan(state)[0], name
+
+
+def test_the_mask_offers_the_macro_and_the_step_plays_its_move():
+    """With the option the action space and the mask have 29 entries, the last one the macro's
+    offer; stepping 28 is stepping the move it plays (same state, reward and observation, the
+    played action in ``info``), and a policy that takes it twice then once more owns reset."""
+    params = WITH_MACRO.default_params
+    state = _board()
+    obs = WITH_MACRO.observe(state)
+    assert WITH_MACRO.action_space(params).n == 29 and obs.action_mask.shape == (29,)
+    assert bool(obs.action_mask[MACRO])
+    np.testing.assert_array_equal(obs.action_mask[:N_ACTIONS], build_observation(state).action_mask)
+    step = jax.jit(WITH_MACRO.step_env)
+    key = jax.random.PRNGKey(3)
+    by_macro = step(key, state, MACRO, params)
+    by_move = step(key, state, RIGHT, params)
+    for a, b in zip(jax.tree.leaves(by_macro[:4]), jax.tree.leaves(by_move[:4])):
+        np.testing.assert_array_equal(a, b)
+    assert int(by_macro[4]["action_played"]) == RIGHT
+    state = by_macro[1]
+    for _ in range(2):
+        _, state, _, done, info = step(key, state, MACRO, params)
+        assert not bool(done)
+    assert int(info["action_played"]) == ACTION_SIPHON
+    assert bool(state.owned[PROGRAM_NAMES.index("reset")])
+
+
+def test_the_macro_where_it_is_not_offered_is_an_invalid_action():
+    """Played where the mask refuses it, the macro is an invalid action like any other masked
+    one (decisions R4: the episode terminates, the game state does not change)."""
+    state = _board(blocks=[])
+    params = WITH_MACRO.default_params
+    _, after, _, done, info = jax.jit(WITH_MACRO.step_env)(jax.random.PRNGKey(0), state, MACRO,
+                                                            params)
+    assert bool(info["invalid_action"]) and bool(done)
+    np.testing.assert_array_equal(after.player.row, state.player.row)
+    np.testing.assert_array_equal(after.player.col, state.player.col)
+
+
+def test_without_the_option_the_env_is_the_game():
+    """Off (the default): 28 actions, a 28-entry mask, and random play gives the same
+    observations as the env with the option less its last mask entry, on the same keys (the
+    option adds an action and changes nothing else)."""
+    params = PLAIN.default_params
+    assert PLAIN.action_space(params).n == N_ACTIONS
+
+    def play(env):
+        def body(carry, key):
+            obs, state = carry
+            k_act, k_step = jax.random.split(key)
+            mask = obs.action_mask[:N_ACTIONS]
+            action = jax.random.categorical(k_act, jnp.where(mask, 0.0, -jnp.inf))
+            obs, state, reward, _, _, info = env.step(k_step, state, action, params)
+            return (obs, state), (obs.grid, obs.action_mask[:N_ACTIONS], reward)
+        obs, state = env.reset(jax.random.PRNGKey(5), params)
+        return jax.lax.scan(body, (obs, state), jax.random.split(jax.random.PRNGKey(6), 12))[1]
+
+    for a, b in zip(jax.jit(lambda: play(PLAIN))(), jax.jit(lambda: play(WITH_MACRO))()):
+        np.testing.assert_array_equal(a, b)
