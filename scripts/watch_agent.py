@@ -150,7 +150,8 @@ def env_options_of(config) -> dict:
     return {"reward_shaping": config.reward_shaping,
             "close_undo_exploit": config.close_undo_exploit,
             "undo_pays_once": config.undo_pays_once,
-            "max_episode_steps": config.max_episode_steps, "gamma": config.gamma}
+            "max_episode_steps": config.max_episode_steps, "gamma": config.gamma,
+            "acquire_macro": config.acquire_macro}
 
 
 def config_for_options(options: dict):

@@ -131,3 +131,30 @@ def test_without_the_option_the_env_is_the_game():
 
     for a, b in zip(jax.jit(lambda: play(PLAIN))(), jax.jit(lambda: play(WITH_MACRO))()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_watched_game_names_the_macro_counts_its_siphons_and_replays():
+    """The viewer's episode loop (``viz.replay``) with the option: the policy sees the 29-entry
+    mask, a frame names the macro, the summary counts the siphons the macro played, and the
+    recorded actions (macros included) replay to the same states."""
+    from envs.hackmatrix.viz.render_text import action_name
+    from envs.hackmatrix.viz.replay import Simulator, run_episode, verify_replay
+
+    def take_macro(params, key, obs, greedy):
+        del params, key, greedy
+        assert obs.action_mask.shape == (MACRO + 1,)
+        mask = obs.action_mask
+        return {"action": jnp.where(mask[MACRO], MACRO, jnp.argmax(mask[:ACTION_SIPHON])),
+                "value": jnp.float32(0.0), "probs": mask / jnp.sum(mask)}
+
+    params = WITH_MACRO.default_params
+    played = run_episode(Simulator(WITH_MACRO, params, take_macro, params=None), seed=4,
+                         episode=0, max_steps=40)
+    record = played["record"]
+    names = {frame["action"]["name"] for frame in played["frames"] if frame["action"]}
+    assert action_name(MACRO) in names and MACRO in record["actions"]
+    assert played["summary"]["siphons"] >= 1  # siphons played by the macro are counted
+    replayed = run_episode(Simulator(WITH_MACRO, params), seed=4, episode=0,
+                           max_steps=len(record["actions"]),
+                           forced_actions=tuple(record["actions"]))
+    verify_replay(record, replayed)

@@ -137,3 +137,22 @@ def test_the_explore_pool_travels_from_the_command_line_to_the_env():
         ppo.make_env(CONFIG.replace(explore_pool=("reset",)))
     with pytest.raises(ConfigError, match="explore_pool must name distinct programs"):
         ppo.make_env(config.replace(explore_pool=("resett",)))
+
+
+def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_for_play():
+    """``--acquire-macro`` reaches HackMatrix's ``acquire_macro`` (29 actions for the network);
+    it is part of the agent, so the config a policy plays with keeps it (unlike the training
+    curricula); a checkpoint that predates it reads back without it; an env that does not take
+    it (the toy) refuses it."""
+    from purejaxrl.cli.train import build_parser
+    from purejaxrl.config import TrainConfig
+    assert build_parser().parse_args(["--acquire-macro"]).acquire_macro is True
+    config = TrainConfig(acquire_macro=True)
+    env, _ = ppo.make_env(config)
+    assert env.env.acquire_macro and env.num_actions == 29
+    assert config.for_play().acquire_macro
+    older = config.to_dict()
+    del older["acquire_macro"]
+    assert TrainConfig.from_dict(older).acquire_macro is False
+    with pytest.raises(ConfigError, match="--acquire-macro needs an env that takes it"):
+        ppo.make_env(CONFIG.replace(acquire_macro=True))

@@ -261,7 +261,8 @@ def render_text(state, *, reveal: bool = False) -> str:
 
 def action_name(action: int, shot=None) -> str:
     """"move up" / "shoot left" (direction actions; "move/shoot up" when ``shot`` is unknown),
-    "siphon", or the program's name upper-case ("PUSH")."""
+    "siphon", the program's name upper-case ("PUSH"), or "ACQUIRE (macro)" for the acquire
+    macro of ``HackMatrix(acquire_macro=True)``."""
     action = int(action)
     if 0 <= action < len(DIR_NAMES):
         verb = "move/shoot" if shot is None else ("shoot" if shot else "move")
@@ -270,7 +271,9 @@ def action_name(action: int, shot=None) -> str:
         return "siphon"
     if PROGRAM_ACTION_OFFSET <= action < N_ACTIONS:
         return PROGRAM_NAMES[action - PROGRAM_ACTION_OFFSET].upper()
-    raise ValueError(f"action must be in 0..{N_ACTIONS - 1}, got {action}")
+    if action == N_ACTIONS:
+        return "ACQUIRE (macro)"
+    raise ValueError(f"action must be in 0..{N_ACTIONS}, got {action}")
 
 
 def _policy_label(action: int) -> str:

@@ -19,9 +19,8 @@ import numpy as np
 from jax import lax
 
 from .. import ENV_VERSION
-from ..core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET
+from ..core.constants import ACTION_SIPHON, N_ACTIONS, PROGRAM_ACTION_OFFSET
 from ..core.mask import action_mask
-from ..observation import build_observation
 from .render_text import action_name, frame_view
 
 RECORD_FORMAT = "hackmatrix-episode-record"
@@ -59,7 +58,8 @@ def jitted_env_step(env):
                     truncated=truncated, breakdown=info["reward_breakdown"], shot=info["shot"],
                     won=info["won"], died=info["died"], invalid=info["invalid_action"],
                     stage=info["stage"], stage_complete=info["stage_complete"],
-                    mask=action_mask(state), next_mask=action_mask(next_state))
+                    played=info["action_played"], mask=action_mask(state),
+                    next_mask=action_mask(next_state))
     return jax.jit(env_step)
 
 
@@ -88,7 +88,7 @@ class Simulator:
         self._reset = jitted_reset(env)
         self._policy = None if policy is None else jax.jit(
             lambda params, key, state, greedy, *memory: policy(
-                params, key, build_observation(state), greedy, *memory))
+                params, key, env.observe(state), greedy, *memory))
         self._env_step = jitted_env_step(env)
 
     def reset(self, key):
@@ -151,9 +151,10 @@ def run_episode(simulator: Simulator, *, seed: int, episode: int, max_steps: int
         record["state_digests"].append(state_digest(state))
         total += float(out["reward"])
         stage = int(out["stage"])
-        siphons += action == ACTION_SIPHON
-        if action >= PROGRAM_ACTION_OFFSET:
-            name = action_name(action)
+        played = int(out["played"])  # the acquire macro's move, where the action is the macro
+        siphons += played == ACTION_SIPHON
+        if PROGRAM_ACTION_OFFSET <= played < N_ACTIONS:
+            name = action_name(played)
             programs[name] = programs.get(name, 0) + 1
         if bool(out["terminated"]) or bool(out["truncated"]):
             outcome = outcome_of(out)
@@ -190,7 +191,7 @@ def screen_episodes(env, env_params, policy, params, *, seed: int, episodes: int
 
     def decide(key, state, memory):
         extra = () if initial_memory is None else (memory,)
-        decision = policy(params, key, build_observation(state), jnp.bool_(greedy), *extra)
+        decision = policy(params, key, env.observe(state), jnp.bool_(greedy), *extra)
         return decision["action"].astype(jnp.int32), decision.get("memory", memory)
 
     @jax.jit
