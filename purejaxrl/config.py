@@ -102,6 +102,8 @@ class TrainConfig:
     # to acquire a program (the env's ``acquire_macro``). Part of the agent, not a curriculum:
     # a policy trained with it plays with it.
     acquire_macro: bool = struct.field(pytree_node=False, default=False)
+    # The programs the macro goes for (names the env knows; empty: any program not owned).
+    acquire_macro_pool: tuple = struct.field(pytree_node=False, default=())
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -327,12 +329,12 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5,
-                      "acquire_macro": False,
+                      "acquire_macro": False, "acquire_macro_pool": [],
                       "explore_pool": [], "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
-                    "explore_pool")
+                    "explore_pool", "acquire_macro_pool")
 
 
 @dataclasses.dataclass
@@ -510,7 +512,8 @@ def validate_config(config: TrainConfig) -> None:
     for flag, pool in (("--start-programs-pool", config.start_programs_pool),
                        ("--program-potential-pool", config.program_potential_pool),
                        ("--program-block-pool", config.program_block_pool),
-                       ("--explore-pool", config.explore_pool)):
+                       ("--explore-pool", config.explore_pool),
+                       ("--acquire-macro-pool", config.acquire_macro_pool)):
         need(isinstance(pool, tuple) and all(isinstance(name, str) for name in pool),
              f"{flag} must be program names, got {pool!r}")
     need(not config.program_potential_pool or config.program_potential > 0,
@@ -519,6 +522,8 @@ def validate_config(config: TrainConfig) -> None:
          "--explore-anneal needs --explore-share P > 0 (the share it anneals from)")
     need(not config.explore_pool or config.explore_share > 0,
          "--explore-pool needs --explore-share P > 0 (the share it explores)")
+    need(not config.acquire_macro_pool or config.acquire_macro,
+         "--acquire-macro-pool needs --acquire-macro (the macro it narrows)")
     need(not config.start_programs_pool or config.start_programs > 0,
          "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
     for flag, share in (("--start-programs-share", config.start_programs_share),

@@ -70,7 +70,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                          ("--program-potential-pool", "program_potential_pool"),
                          ("--program-block-pool", "program_block_pool"),
                          ("--explore-pool", "explore_pool"),
-                         ("--acquire-macro", "acquire_macro")):
+                         ("--acquire-macro", "acquire_macro"),
+                         ("--acquire-macro-pool", "acquire_macro_pool")):
         if getattr(config, option) and not registry.takes_option(config.env, option):
             raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
                               f"{config.env!r} does not")
@@ -86,7 +87,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                                     program_block_pool=config.program_block_pool,
                                     program_block_share=config.program_block_share,
                                     explore_pool=config.explore_pool,
-                                    acquire_macro=config.acquire_macro)
+                                    acquire_macro=config.acquire_macro,
+                                    acquire_macro_pool=config.acquire_macro_pool)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

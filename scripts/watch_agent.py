@@ -151,11 +151,14 @@ def env_options_of(config) -> dict:
             "close_undo_exploit": config.close_undo_exploit,
             "undo_pays_once": config.undo_pays_once,
             "max_episode_steps": config.max_episode_steps, "gamma": config.gamma,
-            "acquire_macro": config.acquire_macro}
+            "acquire_macro": config.acquire_macro,
+            "acquire_macro_pool": list(config.acquire_macro_pool)}
 
 
 def config_for_options(options: dict):
     # A record that predates an option was played without it.
+    options = {name: tuple(value) if isinstance(value, list) else value
+               for name, value in options.items()}  # JSON lists: tuples of names
     return TrainConfig(env="hackmatrix", **{"undo_pays_once": FIELDS_ADDED_LATER["undo_pays_once"],
                                             **options})
 

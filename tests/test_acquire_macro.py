@@ -74,6 +74,33 @@ def test_the_macro_is_not_offered_without_a_program_to_take():
         assert not _plan(state)[0], name
 
 
+def test_the_pool_narrows_the_programs_the_macro_goes_for():
+    """``acquire_macro_pool``: from (0,0), a warp block at (2,0) has its side (1,0) one move up,
+    and a reset block at (0,3) its side (0,2) two moves right. With no pool the macro goes
+    for warp (nearer); with a pool of reset, for reset; with a pool of reset and only warp on
+    the board it is not offered. A pool without the macro, or an unknown name, is refused."""
+    warp = {"row": 2, "col": 0, "type": "program", "programType": "warp"}
+    reset = {"row": 0, "col": 3, "type": "program", "programType": "reset"}
+    state = _board(blocks=[warp, reset])
+    pooled = HackMatrix(acquire_macro=True, acquire_macro_pool=("reset",))
+    # No pool: (1,0), beside warp, is one move up; the pool of reset: (0,2), two moves right.
+    assert bool(WITH_MACRO.observe(state).action_mask[MACRO])
+    assert bool(pooled.observe(state).action_mask[MACRO])
+    assert int(WITH_MACRO.played_action(state, MACRO)) == UP
+    assert int(pooled.played_action(state, MACRO)) == RIGHT
+    only_warp = _board(blocks=[warp])
+    assert not bool(pooled.observe(only_warp).action_mask[MACRO])
+    for options, message in (({"acquire_macro_pool": ("reset",)}, "needs acquire_macro"),
+                             ({"acquire_macro": True, "acquire_macro_pool": ("resett",)},
+                              "acquire_macro_pool must name distinct programs")):
+        try:
+            HackMatrix(**options)
+        except ValueError as error:
+            assert message in str(error)
+        else:
+            raise AssertionError(f"{options} accepted")
+
+
 def test_the_mask_offers_the_macro_and_the_step_plays_its_move():
     """With the option the action space and the mask have 29 entries, the last one the macro's
     offer; stepping 28 is stepping the move it plays (same state, reward and observation, the

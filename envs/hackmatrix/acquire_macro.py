@@ -65,14 +65,19 @@ def _first_step(passable, targets, start):
     return jnp.argmax(steps).astype(jnp.int32), found & jnp.any(steps)
 
 
-def macro_action(obs: Observation) -> tuple[jax.Array, jax.Array]:
-    """(offered bool, the game action i32 it plays) for one observation (module docstring)."""
+def macro_action(obs: Observation, wanted_programs=None) -> tuple[jax.Array, jax.Array]:
+    """(offered bool, the game action i32 it plays) for one observation (module docstring);
+    ``wanted_programs`` (bool[23], ``constants.PROGRAM_NAMES`` order; None: all) narrows the
+    programs it goes for."""
     grid = obs.grid
     row, col = player_cell(obs)
     blocks = (grid[..., CH_BLOCK_DATA] + grid[..., CH_BLOCK_PROGRAM]
               + grid[..., CH_BLOCK_QUESTION]) > 0
     shown = grid[..., CH_BLOCK_PROGRAM_TYPE:CH_BLOCK_PROGRAM_TYPE + N_PROGRAMS]
-    wanted_block = ((jnp.sum(shown * (obs.programs == 0), axis=-1) > 0)
+    wanted = obs.programs == 0
+    if wanted_programs is not None:
+        wanted = wanted & wanted_programs
+    wanted_block = ((jnp.sum(shown * wanted, axis=-1) > 0)
                     & (grid[..., CH_BLOCK_SIPHONED] == 0))
     passable = bitboard.from_bool(~blocks.reshape(-1))
     beside_wanted = bitboard.neighbours(bitboard.from_bool(wanted_block.reshape(-1))) & passable

@@ -74,7 +74,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     siphons that would acquire one of its programs (the trainer's ``--explore-share``);
     ``acquire_macro`` adds action 28, "head for a program", which plays the next move of a
     plan read from the observation (``acquire_macro``: prior knowledge in the action space,
-    off by default; the mask gains its entry, bool[29]); slot capacities.
+    off by default; the mask gains its entry, bool[29]), for the programs of
+    ``acquire_macro_pool`` only where it names some; slot capacities.
     """
 
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
@@ -83,7 +84,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
                         "start_programs", "start_programs_share", "start_programs_pool",
                         "program_potential", "program_potential_pool", "program_block_pool",
-                        "program_block_share", "explore_pool", "acquire_macro")
+                        "program_block_share", "explore_pool", "acquire_macro",
+                        "acquire_macro_pool")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -94,6 +96,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  program_potential: float = 0.0, program_potential_pool: tuple[str, ...] = (),
                  program_block_pool: tuple[str, ...] = (), program_block_share: float = 0.5,
                  explore_pool: tuple[str, ...] = (), acquire_macro: bool = False,
+                 acquire_macro_pool: tuple[str, ...] = (),
                  max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
@@ -110,6 +113,9 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                                                         "program_potential_pool")
         self._block_pool_indices = _program_indices(program_block_pool, "program_block_pool")
         self._explore_pool_indices = _program_indices(explore_pool, "explore_pool")
+        macro_pool_indices = _program_indices(acquire_macro_pool, "acquire_macro_pool")
+        if acquire_macro_pool and not acquire_macro:
+            raise ValueError("acquire_macro_pool needs acquire_macro")
         if not 0.0 <= program_block_share <= 1.0:
             raise ValueError(f"program_block_share must be in [0, 1], got {program_block_share}")
         if start_programs_pool and start_programs > len(start_programs_pool):
@@ -129,6 +135,10 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.program_block_share = float(program_block_share)
         self.explore_pool = tuple(explore_pool)
         self.acquire_macro = bool(acquire_macro)
+        self.acquire_macro_pool = tuple(acquire_macro_pool)
+        # bool[23] of the programs the macro goes for (None: every program not owned).
+        self._macro_wanted = (np.isin(np.arange(N_PROGRAMS), macro_pool_indices)
+                              if acquire_macro_pool else None)
         # bool[23] of the pool's programs (None: every program counts).
         self._explore_wanted = (np.isin(np.arange(N_PROGRAMS), self._explore_pool_indices)
                                 if explore_pool else None)
@@ -145,7 +155,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                 self.start_programs, self.start_programs_share, self.start_programs_pool,
                 self.program_potential, self.program_potential_pool,
                 self.program_block_pool, self.program_block_share, self.explore_pool,
-                self.acquire_macro, self.max_enemies,
+                self.acquire_macro, self.acquire_macro_pool, self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -172,7 +182,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         obs = observation.build_observation(state)
         if not self.acquire_macro:
             return obs
-        offered, _ = acquire_macro.macro_action(obs)
+        offered, _ = acquire_macro.macro_action(obs, self._macro_wanted)
         return obs.replace(action_mask=jnp.concatenate([obs.action_mask, offered[None]]))
 
     def played_action(self, state: EnvState, action) -> jax.Array:
@@ -180,7 +190,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         the macro's move for action 28 (28, which fails, where the macro is not offered)."""
         if not self.acquire_macro:
             return action
-        offered, move = acquire_macro.macro_action(observation.build_observation(state))
+        offered, move = acquire_macro.macro_action(observation.build_observation(state),
+                                                   self._macro_wanted)
         return jnp.where(action == N_ACTIONS, jnp.where(offered, move, N_ACTIONS),
                          action).astype(jnp.int32)
 

@@ -140,7 +140,8 @@ def test_the_explore_pool_travels_from_the_command_line_to_the_env():
 
 
 def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_for_play():
-    """``--acquire-macro`` reaches HackMatrix's ``acquire_macro`` (29 actions for the network);
+    """``--acquire-macro`` (and ``--acquire-macro-pool``) reach HackMatrix's options (29 actions
+    for the network);
     it is part of the agent, so the config a policy plays with keeps it (unlike the training
     curricula); a checkpoint that predates it reads back without it; an env that does not take
     it (the toy) refuses it."""
@@ -156,3 +157,9 @@ def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_fo
     assert TrainConfig.from_dict(older).acquire_macro is False
     with pytest.raises(ConfigError, match="--acquire-macro needs an env that takes it"):
         ppo.make_env(CONFIG.replace(acquire_macro=True))
+    pooled = build_parser().parse_args(["--acquire-macro", "--acquire-macro-pool", "reset"])
+    assert pooled.acquire_macro_pool == ("reset",)
+    env, _ = ppo.make_env(config.replace(acquire_macro_pool=("reset",)))
+    assert env.env.acquire_macro_pool == ("reset",)
+    with pytest.raises(ConfigError, match="--acquire-macro-pool needs --acquire-macro"):
+        validate_config(TrainConfig(acquire_macro_pool=("reset",)))
