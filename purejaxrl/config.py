@@ -16,6 +16,7 @@ from typing import Optional
 from flax import struct
 
 from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
+from envs import registry
 from envs.registry import DEFAULT_ENV, OWN_ENVS
 from purejaxrl.networks import ATTENTION_HEADS
 
@@ -272,6 +273,13 @@ class TrainConfig:
             return self.replace(sequence_length=None)
         return self
 
+    def agent_env_options(self) -> dict:
+        """The env options that are part of the agent, not of its training (HackMatrix's acquire
+        macro: an action the network chooses), for the env ``config.env`` takes them in: a
+        policy is judged on the game with them, and the baselines without."""
+        return {name: getattr(self, name) for name in AGENT_ENV_OPTIONS
+                if registry.takes_option(self.env, name)}
+
     def for_play(self) -> "TrainConfig":
         """This config as a trained policy plays it: the game's own start and the game's own
         reward (the start-programs and program-block curricula and the program shaping are
@@ -332,6 +340,8 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "acquire_macro": False, "acquire_macro_pool": [],
                       "explore_pool": [], "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
+# Env options that belong to the agent (kept by ``for_play``, given to the judged env).
+AGENT_ENV_OPTIONS = ("acquire_macro", "acquire_macro_pool")
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
                     "explore_pool", "acquire_macro_pool")

@@ -81,11 +81,16 @@ def score_of(summary: dict) -> tuple[str, str]:
     return "return_mean", "return"
 
 
-def evaluation_env(config: TrainConfig, close_undo_exploit: bool = False):
+def evaluation_env(config: TrainConfig, close_undo_exploit: bool = False,
+                   agent: bool = True):
     """The parity environment of ``config.env``: the env's own defaults (Swift's reward and
     rules, the default time limit), whatever the training options are; with
-    ``close_undo_exploit`` the R9 loop is closed and nothing else changes."""
-    env, params = registry.make(config.env, close_undo_exploit=close_undo_exploit)
+    ``close_undo_exploit`` the R9 loop is closed and nothing else changes. The agent's own env
+    options (``TrainConfig.agent_env_options``: HackMatrix's acquire macro) are kept for the
+    trained network (``agent``) and left out for the baselines, which play the game's own
+    actions."""
+    options = config.agent_env_options() if agent else {}
+    env, params = registry.make(config.env, close_undo_exploit=close_undo_exploit, **options)
     return TrainerEnv(env, params), params
 
 
@@ -116,7 +121,7 @@ def make_network_evaluator(config: TrainConfig, episodes: int,
 def evaluate_baselines(config: TrainConfig, episodes: int,
                        close_undo_exploit: bool = False) -> dict:
     """{"random": summary, "heuristic": summary} on the same held-out boards."""
-    env, env_params = evaluation_env(config, close_undo_exploit)
+    env, env_params = evaluation_env(config, close_undo_exploit, agent=False)
     policies = {"random": random_policy(env)}
     heuristic = env.heuristic_policy()
     if heuristic is not None:

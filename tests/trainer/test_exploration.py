@@ -163,3 +163,19 @@ def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_fo
     assert env.env.acquire_macro_pool == ("reset",)
     with pytest.raises(ConfigError, match="--acquire-macro-pool needs --acquire-macro"):
         validate_config(TrainConfig(acquire_macro_pool=("reset",)))
+
+
+def test_the_judged_network_keeps_the_agents_own_env_options_and_the_baselines_do_not():
+    """The acquire macro is part of the agent (an action its network chooses): the network is
+    judged on the parity env with the macro (29 actions), the random and heuristic baselines
+    on the game's own 28; training options still stay out."""
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.learning_benchmark import evaluation_env
+    config = TrainConfig(env="hackmatrix", acquire_macro=True, acquire_macro_pool=("reset",),
+                         undo_pays_once=True)
+    env, _ = evaluation_env(config)
+    assert env.num_actions == 29 and env.env.acquire_macro_pool == ("reset",)
+    assert not env.env.undo_pays_once
+    baselines, _ = evaluation_env(config, agent=False)
+    assert baselines.num_actions == 28 and not baselines.env.acquire_macro
+
