@@ -41,10 +41,13 @@ NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth", "
 # ---------------------------------------------------------------------------- measurement
 # jax is imported only inside these functions: XLA_FLAGS must be final before the first import.
 
-def bench_env(num_envs: int, num_steps: int, repeats: int, seed: int, reward_shaping: str) -> dict:
+def bench_env(num_envs: int, num_steps: int, repeats: int, seed: int, reward_shaping: str,
+              acquire_macro: bool = False) -> dict:
     from purejaxrl import env_throughput
-    return env_throughput.bench(num_envs, num_steps, repeats, seed,
-                                {"reward_shaping": reward_shaping})
+    options = {"reward_shaping": reward_shaping}
+    if acquire_macro:  # the random valid actions include the macro
+        options["acquire_macro"] = True
+    return env_throughput.bench(num_envs, num_steps, repeats, seed, options)
 
 
 def train_config(args, num_envs: int, num_devices: int):
@@ -59,7 +62,7 @@ def train_config(args, num_envs: int, num_devices: int):
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds,
                          group_entropy_coef=args.group_entropy_coef, sil_coef=args.sil_coef,
-                         **network_choice)
+                         acquire_macro=args.acquire_macro, **network_choice)
     config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches,
                                   args.update_epochs)
     updates = args.updates_per_chunk * (args.repeats + 1)
@@ -113,7 +116,7 @@ def bench_train(args, num_envs: int) -> dict:
         "head_width": config.head_width, "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
-        "sil_coef": config.sil_coef,
+        "sil_coef": config.sil_coef, "acquire_macro": config.acquire_macro,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
         "xla_memory_mb": chunk.memory_mb(),
@@ -277,7 +280,7 @@ def measure(args, ledger: str | None = None) -> list[dict]:
         for mode in modes:
             if mode == "env":
                 row = bench_env(num_envs, args.num_steps, args.repeats, args.seed,
-                                args.reward_shaping)
+                                args.reward_shaping, args.acquire_macro)
             else:
                 row = bench_train(args, num_envs)
             if args.label:
@@ -365,6 +368,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train mode: self-imitation's weight, with the trainer's replay "
                              "sizes (default 0: off); not part of --compare's configuration "
                              "key, so a run with it compares with one without")
+    parser.add_argument("--acquire-macro", action="store_true",
+                        help="HackMatrix's acquire macro (one more action; env mode: random "
+                             "play takes it too); not part of --compare's configuration key")
     parser.add_argument("--compile-only", action="store_true",
                         help="train mode: compile each configuration and report the memory "
                              "XLA assigns per device (the runner state and the temporaries: "
@@ -402,6 +408,8 @@ def main(argv=None) -> int:
         return compare(args.ledger or DEFAULT_LEDGER, *args.compare)
     if args.compile_only and args.mode != "train":
         parser.error("--compile-only needs --mode train")
+    if args.acquire_macro and args.env != "hackmatrix":
+        parser.error("--acquire-macro needs --env hackmatrix")
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1 \
             or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []) \
             or args.num_seeds < 1:
