@@ -347,8 +347,9 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
 
     ``policy`` is a ``Policy`` or a ``RecurrentPolicy`` (its memory starts from
     ``initial_memory`` on every board). Returns per-board arrays with ``play_episodes``'s keys
-    (``action_counters``: name -> ``counts(action) -> bool``, e.g. siphons and programs; each
-    name gets a count; ``final_state_values``: name -> ``value(env_state)``, recorded from the
+    (``action_counters``: name -> ``counts(obs, action, info) -> bool`` for one env, a
+    ``Metric``'s signature, e.g. siphons and programs; each name gets a count;
+    ``final_state_values``: name -> ``value(env_state)``, recorded from the
     state the episode's last action was chosen in, as ``episode_resources`` is). Jittable."""
     from purejaxrl.evaluation import with_memory
     policy = with_memory(policy)
@@ -417,7 +418,7 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
             masked=episode["masked"] + as_int(~legal),
             undo_exploit=episode["undo_exploit"] + as_int(info["undo_exploit_completion"]),
             finished=done,
-            **{name: episode[name] + as_int(counts(actions))
+            **{name: episode[name] + as_int(jax.vmap(counts)(obs, actions, info))
                for name, counts in action_counters.items()},
             **{name: jax.vmap(value)(env_state) for name, value in final_state_values.items()})
         ends = playing & (done | (t + 1 >= max_steps))
