@@ -303,7 +303,8 @@ def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
     reference = jax.device_get(jax.jit(lambda k: play_episodes(
         TrainerEnv(env, None), None, counting_policy, k, boards, 50))(key))
     assert len(set(reference["length"].tolist())) > 3  # the boards differ
-    counters = {"siphons": lambda a: a == 4, "programs": lambda a: a >= PROGRAM_ACTION_OFFSET}
+    counters = {"siphons": lambda obs, a, info: a == 4,
+                "programs": lambda obs, a, info: a >= PROGRAM_ACTION_OFFSET}
     for lanes in (1, 3, boards):
         pooled = jax.device_get(jax.jit(lambda k, lanes=lanes: search.play_boards(
             env, None, counting_policy, k, boards, 50, lanes, counters))(key))
@@ -330,7 +331,7 @@ def test_play_boards_gives_every_board_a_fresh_memory():
     assert (reference["siphons"] == (reference["length"] + 1) // 2).all()
     # 3 lanes for 11 boards: every lane plays several boards in turn.
     pooled = jax.device_get(jax.jit(lambda k: search.play_boards(
-        env, None, policy, k, boards, 50, 3, {"siphons": lambda a: a == 4}))(key))
+        env, None, policy, k, boards, 50, 3, {"siphons": lambda obs, a, info: a == 4}))(key))
     for name in ("length", "stage", "siphons"):
         assert pooled[name].tolist() == reference[name].tolist(), name
 
