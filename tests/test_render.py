@@ -197,14 +197,17 @@ def policy_probs():
 
 
 def test_action_names():
-    """Directions are named by what info["shot"] says happened; programs upper-case."""
+    """Directions are named by what info["shot"] says happened; programs upper-case; 28 is the
+    acquire macro (``HackMatrix(acquire_macro=True)``); beyond it there is no action."""
     assert action_name(0, shot=False) == "move up"
     assert action_name(2, shot=True) == "shoot left"
     assert action_name(1) == "move/shoot down"
     assert action_name(4) == "siphon"
     assert action_name(5) == "PUSH" and action_name(21) == "D_BOM" and action_name(27) == "HACK"
-    with pytest.raises(ValueError):
-        action_name(28)
+    assert action_name(28) == "ACQUIRE (macro)"
+    for outside in (29, -1):
+        with pytest.raises(ValueError):
+            action_name(outside)
 
 
 def test_golden_frame_text_with_action_policy_and_reward():
