@@ -27,6 +27,12 @@ candidate is scored by its rollouts alone, the prior only ranks which are tried.
   from the player's memory after the root's observation and is stepped on each observation
   along it, so a rollout is the observation sequence the network would see; the memory handed
   back is the root's.
+* **Plans held.** A candidate among the env's ``plan_actions`` (HackMatrix: the acquire macro,
+  one move of a multi-step plan) is played again at every step of its rollouts while it stays
+  legal, up to ``hold_steps`` steps in all, before the network plays on: its score is then the
+  worth of carrying the plan out, not of its first step followed by the network's own moves
+  (which rarely continue a plan the network seldom starts). Only the candidate is held; the
+  move played is its first step, and the next move is searched afresh.
 """
 
 from __future__ import annotations
@@ -56,6 +62,7 @@ class RolloutSettings:
     # reach) the standard error is about 0 and the z guard alone lets any gain through.
     min_gain_z: float = 0.0
     min_gain: float = 0.0
+    hold_steps: int = 1  # a plan candidate's steps before the network plays on (1: none)
 
     def __post_init__(self):
         if self.num_rollouts < 1:
@@ -70,6 +77,9 @@ class RolloutSettings:
             raise ValueError(f"min_gain_z must be >= 0, got {self.min_gain_z}")
         if not self.min_gain >= 0.0:
             raise ValueError(f"min_gain must be >= 0, got {self.min_gain}")
+        if not 1 <= self.hold_steps <= self.horizon + 1:
+            raise ValueError(f"hold_steps must be in 1..horizon + 1 = {self.horizon + 1}, "
+                             f"got {self.hold_steps}")
         if self.min_gain_z > 0.0 and self.num_rollouts < 2:
             raise ValueError("min_gain_z needs num_rollouts >= 2 (a standard error)")
 
@@ -82,15 +92,20 @@ def make_rollout_search(model_env, model_params, settings: RolloutSettings, *,
                         node_fn: Callable, reward_fn: Callable = env_reward,
                         to_model: Callable = lambda s: s,
                         sample_world: Optional[Callable] = None,
-                        allowed_actions: Optional[np.ndarray] = None):
+                        allowed_actions: Optional[np.ndarray] = None,
+                        plan_actions: Optional[np.ndarray] = None):
     """``search(key, obs, env_state, memory) -> (action, scores, memory after obs)``.
 
     ``node_fn(memory, key, obs, model_state) -> (memory after obs, logits, value)`` is the
     network (``search.network_node``'s contract: the logits rank the candidates and play the
     rollouts, the value ends them); the other hooks are
     ``search.make_recurrent_search_teacher``'s. ``scores`` (f32[A]) are the candidates' mean
-    returns, -inf for the actions not scored."""
+    returns, -inf for the actions not scored. ``plan_actions`` (bool[A]): the candidates held
+    for ``settings.hold_steps`` steps (see the module docstring)."""
     rollouts = settings.num_rollouts
+    if settings.hold_steps > 1 and (plan_actions is None or not np.any(plan_actions)):
+        raise ValueError("hold_steps > 1 needs plan_actions: the env has no action to hold")
+    is_plan = None if plan_actions is None else jnp.asarray(plan_actions, bool)
 
     def legal_actions(mask):
         return searchable(mask, allowed_actions)
@@ -99,28 +114,36 @@ def make_rollout_search(model_env, model_params, settings: RolloutSettings, *,
         return model_env.step_env(key, state, action, model_params)
 
     def rollout(keys, state, memory, first_action):
-        """One rollout's return: ``first_action``, then the network for ``horizon`` steps,
-        then its value (``keys``: one per step, and one for each node's value)."""
-        def advance(carry, step_keys):
-            state, obs, memory, total, discount, done, action = carry
-            step_key, node_key, policy_key = step_keys
+        """One rollout's return: ``first_action`` (held while it is a legal plan action, up
+        to ``hold_steps`` steps), then the network to ``horizon + 1`` steps in all, then its
+        value (``keys``: one per step, and one for each node's value)."""
+        def advance(carry, step):
+            state, obs, memory, total, discount, done, action, holding = carry
+            (step_key, node_key, policy_key), index = step
             next_obs, next_state, reward, terminated, info = model_step(step_key, state, action)
             total = total + jnp.where(done, 0.0, discount * reward_fn(reward, info))
             ended = done | terminated
             state = jax.tree.map(lambda new, old: jnp.where(done, old, new), next_state, state)
             obs = jax.tree.map(lambda new, old: jnp.where(done, old, new), next_obs, obs)
             memory, logits, value = node_fn(memory, node_key, obs, state)
-            logits = jnp.where(legal_actions(obs.action_mask), logits, -jnp.inf)
+            legal = legal_actions(obs.action_mask)
+            logits = jnp.where(legal, logits, -jnp.inf)
             action = (jnp.argmax(logits) if settings.greedy
                       else jax.random.categorical(policy_key, logits)).astype(jnp.int32)
-            return (state, obs, memory, total, discount * settings.gamma, ended, action), value
+            # A plan stops at its first step where it is not legal, and does not resume.
+            holding = holding & (index + 1 < settings.hold_steps) & legal[first_action]
+            action = jnp.where(holding, first_action, action)
+            return (state, obs, memory, total, discount * settings.gamma, ended, action,
+                    holding), value
 
         # The first observation comes from the first step: a placeholder of its shape.
         obs_shape = jax.eval_shape(lambda: model_step(keys[0, 0], state, first_action)[0])
         no_obs = jax.tree.map(lambda s: jnp.zeros(s.shape, s.dtype), obs_shape)
+        holding = jnp.bool_(False) if is_plan is None else is_plan[first_action]
         init = (state, no_obs, memory, jnp.float32(0.0), jnp.float32(1.0), jnp.bool_(False),
-                first_action)
-        (_, _, _, total, discount, done, _), values = jax.lax.scan(advance, init, keys)
+                first_action, holding)
+        steps = (keys, jnp.arange(settings.horizon + 1))
+        (_, _, _, total, discount, done, _, _), values = jax.lax.scan(advance, init, steps)
         return total + jnp.where(done, 0.0, discount * values[-1])
 
     def search(key, obs, env_state, memory):

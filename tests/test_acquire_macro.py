@@ -5,6 +5,7 @@ the player does not own; the game itself is unchanged."""
 import jax
 import jax.numpy as jnp
 import numpy as np
+import pytest
 
 from envs.hackmatrix import HackMatrix, build_observation, set_state
 from envs.hackmatrix.acquire_macro import macro_action
@@ -185,3 +186,39 @@ def test_a_watched_game_names_the_macro_counts_its_siphons_and_replays():
                            max_steps=len(record["actions"]),
                            forced_actions=tuple(record["actions"]))
     verify_replay(record, replayed)
+
+
+
+def test_the_macro_is_the_games_only_plan_action():
+    """``search_hooks.plan_actions``, what the rollout search may hold: the macro (28) only,
+    and nothing without the option."""
+    from envs.hackmatrix import search_hooks
+    assert not search_hooks.plan_actions(PLAIN).any()
+    assert np.flatnonzero(search_hooks.plan_actions(WITH_MACRO)).tolist() == [MACRO]
+
+
+@pytest.mark.slow  # compiles the rollout search on the game (about a minute on 2 cores)
+def test_the_rollout_search_holds_the_macro_through_to_the_program():
+    """A network that always walks up, and a leaf worth 1 where RESET is owned. Unheld, the
+    macro's rollout would be one step right and then the network's walk, worth 0 like
+    walking up (and the network's favourite is kept on a tie); held for 3 steps, the macro
+    walks beside the block and siphons it: its score is 1 and the search takes it (SPEC
+    §4.5)."""
+    from envs.hackmatrix import search_hooks
+    from purejaxrl import rollout_search
+    reset = PROGRAM_NAMES.index("reset")
+    logits = jnp.full(N_ACTIONS + 1, -5.0).at[UP].set(2.0).at[MACRO].set(1.0)
+    node = rollout_search.feedforward_node(
+        lambda obs: logits, lambda key, obs, state: state.owned[reset].astype(jnp.float32))
+    hooks = search_hooks.make_hooks(WITH_MACRO, fair=False, leaf="zero")
+    del hooks["leaf_value"]
+    settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=3, num_candidates=2,
+                                              gamma=1.0, hold_steps=3)
+    find = rollout_search.make_rollout_search(
+        settings=settings, node_fn=node, plan_actions=search_hooks.plan_actions(WITH_MACRO),
+        **hooks)
+    state = _board()
+    action, scores, _ = jax.jit(find)(jax.random.PRNGKey(0), WITH_MACRO.observe(state), state,
+                                      ())
+    assert int(action) == MACRO
+    assert (float(scores[MACRO]), float(scores[UP])) == (1.0, 0.0)

@@ -30,7 +30,7 @@ import numpy as np
 
 from . import baselines, determinize
 from .core import bitboard
-from .core.constants import (ACTION_SIPHON, BLOCK, N_CELLS, PROGRAM_ACTION_OFFSET,
+from .core.constants import (ACTION_SIPHON, BLOCK, N_ACTIONS, N_CELLS, PROGRAM_ACTION_OFFSET,
                              PROGRAM_NAMES, UNDO)
 from .core.entities import cell_index
 from .core.rewards import bfs_distance
@@ -46,6 +46,15 @@ def search_actions(env: HackMatrix) -> np.ndarray:
     """bool[env.num_actions]: every action but UNDO (see the module docstring); the acquire
     macro, where the env has it, included."""
     return np.arange(env.num_actions) != PROGRAM_ACTION_OFFSET + UNDO
+
+
+def plan_actions(env: HackMatrix) -> np.ndarray:
+    """bool[env.num_actions]: the actions that are one move of a multi-step plan, which the
+    rollout search may hold (``RolloutSettings.hold_steps``): the acquire macro, where the
+    env has it."""
+    return np.arange(env.num_actions) >= N_ACTIONS
+
+
 LEAF_VALUES = ("exit", "rollout", "zero")
 
 

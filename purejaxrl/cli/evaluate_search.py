@@ -94,6 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="leave the network's favourite only for a move whose mean gain "
                          "over it, paired on the same draws, is more than Z standard errors "
                          "(default 0: the best mean; rows ...-zZ; needs R >= 2)")
+    rollout.add_argument("--rollout-hold", type=int, default=1, metavar="S",
+                         help="a candidate that is one of the env's plan actions (HackMatrix: "
+                         "the acquire macro of an --acquire-macro checkpoint) is played again "
+                         "at each step of its rollouts while it stays legal, up to S steps in "
+                         "all, before the network plays on (default 1: never held; at most "
+                         "H + 1; rows ...-holdS)")
     rollout.add_argument("--rollout-policy", choices=("greedy", "sampled"),
                          help="the network's move along a rollout: greedy (default with "
                          "--checkpoint) or sampled (without one: uniformly random playouts)")
@@ -118,6 +124,11 @@ def arguments_error(args) -> str | None:
         return f"--rollout-candidates must be >= 1, got {args.rollout_candidates}"
     if args.rollout_min_gain_z < 0:
         return f"--rollout-min-gain-z must be >= 0, got {args.rollout_min_gain_z}"
+    if not 1 <= args.rollout_hold <= args.rollout_horizon + 1:
+        return (f"--rollout-hold must be in 1..--rollout-horizon + 1 = "
+                f"{args.rollout_horizon + 1}, got {args.rollout_hold}")
+    if args.rollout_hold > 1 and not args.rollout_search:
+        return "--rollout-hold needs --rollout-search"
     if args.rollout_min_gain_z and min(args.rollout_search or [2]) < 2:
         return "--rollout-min-gain-z needs --rollout-search R >= 2 (a standard error)"
     if args.rollout_search and args.search_leaf == "rollout":
@@ -158,6 +169,10 @@ def env_error(args, env) -> str | None:
                                                                  "acquisition_in_reach"):
         return ("--search-prior-mix-where acquire needs an env whose search hooks have "
                 "acquisition_in_reach")
+    if args.rollout_hold > 1 and not (hasattr(env.search_hooks, "plan_actions")
+                                      and env.search_hooks.plan_actions(env.env).any()):
+        return ("--rollout-hold needs an env with plan actions (HackMatrix: a checkpoint "
+                "trained with --acquire-macro)")
     if not args.search_program_bonus:
         return None
     if not hasattr(env.search_hooks, "program_bonus"):
@@ -285,8 +300,12 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
     settings = RolloutSettings(num_rollouts=rollouts, horizon=args.rollout_horizon,
                                num_candidates=args.rollout_candidates, gamma=gamma,
                                greedy=policy_choice == "greedy",
-                               min_gain_z=args.rollout_min_gain_z)
+                               min_gain_z=args.rollout_min_gain_z,
+                               hold_steps=args.rollout_hold)
+    if args.rollout_hold > 1:
+        hooks["plan_actions"] = env.search_hooks.plan_actions(env.env)
     name = (f"rollout-{rollouts}-h{args.rollout_horizon}-k{args.rollout_candidates}"
+            + (f"-hold{args.rollout_hold}" if args.rollout_hold > 1 else "")
             + ("-ppo" if params is not None else "")
             + ("-sampled" if params is not None and policy_choice == "sampled" else "")
             + (f"-z{args.rollout_min_gain_z:g}" if args.rollout_min_gain_z else "")
@@ -295,7 +314,7 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
             + ("-bonus" if bonuses else ""))
     cost = dict(rollouts=rollouts, horizon=args.rollout_horizon,
                 candidates=args.rollout_candidates, rollout_policy=policy_choice,
-                min_gain_z=args.rollout_min_gain_z,
+                min_gain_z=args.rollout_min_gain_z, hold_steps=args.rollout_hold,
                 information="fair" if fair else "perfect",
                 prior="checkpoint" if params is not None else "uniform",
                 leaf=args.search_leaf, gamma=gamma,

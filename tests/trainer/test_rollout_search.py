@@ -189,9 +189,71 @@ def test_the_minimum_gain_keeps_the_favourite_against_a_sure_but_tiny_gain():
     assert sum(bet_moves(0.05, 0.0, 3.0, min_gain=0.01)) == 16
 
 
+class Ladder:
+    """A plan of three steps: action 0 ("climb", legal below the top rung 3) goes one rung up
+    and pays 1 on reaching the top; action 1 ("rest") pays 0.1 at once, on any rung."""
+
+    def reset(self, key, params):
+        return CoinObs(jnp.int32(0), jnp.array([True, True])), jnp.int32(0)
+
+    def step_env(self, key, state, action, params):
+        rung = jnp.where(action == 0, state + 1, state)
+        reward = jnp.where(action == 0, jnp.where(rung == 3, 1.0, 0.0), 0.1)
+        mask = jnp.stack([rung < 3, jnp.bool_(True)])
+        return CoinObs(rung, mask), rung, reward, jnp.bool_(False), {}
+
+
+def ladder_scores(hold_steps, plan, favourite):
+    """(move, scores) at the ladder's foot: 1 greedy rollout of horizon 4 (5 steps), gamma 1,
+    leaves worth 0, the network always preferring ``favourite`` where it is legal."""
+    ladder = Ladder()
+    logits = jnp.where(jnp.arange(2) == favourite, 1.0, 0.0)
+    node = rollout_search.feedforward_node(lambda obs: logits, lambda k, o, s: 0.0)
+    settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=4, gamma=1.0,
+                                              hold_steps=hold_steps)
+    find = rollout_search.make_rollout_search(ladder, None, settings, node_fn=node,
+                                              plan_actions=np.array(plan))
+    obs, state = ladder.reset(None, None)
+    action, scores, _ = jax.jit(find)(jax.random.PRNGKey(0), obs, state, ())
+    return int(action), np.asarray(scores)
+
+
+@pytest.mark.parametrize("hold_steps, scores", [(1, [0.4, 0.5]), (3, [1.2, 0.5]),
+                                                (5, [1.2, 0.5])])
+def test_a_plan_candidate_is_held_while_legal_then_the_network_plays_on(hold_steps, scores):
+    """The network rests. Unheld, climbing once then resting scores 4 x 0.1 against resting's
+    5 x 0.1, and the search rests. Held for 3 steps, the climb reaches the top (1) and the
+    network rests twice (0.2): 1.2, and the search climbs. Held for 5, the climb is illegal
+    at the top and the plan stops there: the same 1.2 (no step is lost to an illegal move)."""
+    action, found = ladder_scores(hold_steps, [True, False], favourite=1)
+    np.testing.assert_allclose(found, scores, rtol=1e-6)
+    assert action == int(np.argmax(scores))
+
+
+def test_only_plan_actions_are_held():
+    """The network climbs. Resting is not a plan action, so its rollout is one rest and the
+    network's climb to the top (0.1 + 1 + 0.1 = 1.2), not five rests (0.5); climbing, the
+    plan, reaches the top either way (1 + 2 x 0.1)."""
+    np.testing.assert_allclose(ladder_scores(5, [True, False], favourite=0)[1], [1.2, 1.2],
+                               rtol=1e-6)
+    np.testing.assert_allclose(ladder_scores(5, [False, True], favourite=0)[1], [1.2, 0.5],
+                               rtol=1e-6)
+
+
+def test_holding_needs_a_plan_action():
+    """hold_steps > 1 on an env without plan actions is refused before any work."""
+    settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=4, hold_steps=2)
+    node = rollout_search.feedforward_node(lambda obs: jnp.zeros(2), lambda k, o, s: 0.0)
+    for plan in (None, np.zeros(2, bool)):
+        with pytest.raises(ValueError, match="plan_actions"):
+            rollout_search.make_rollout_search(Ladder(), None, settings, node_fn=node,
+                                               plan_actions=plan)
+
+
 @pytest.mark.parametrize("field, value", [("num_rollouts", 0), ("horizon", -1),
                                           ("num_candidates", 0), ("gamma", 1.5),
-                                          ("min_gain_z", -1.0), ("min_gain", -0.1)])
+                                          ("min_gain_z", -1.0), ("min_gain", -0.1),
+                                          ("hold_steps", 0), ("hold_steps", 10)])
 def test_settings_refuse_values_out_of_range(field, value):
     with pytest.raises(ValueError, match=field):
         rollout_search.RolloutSettings(**{"num_rollouts": 2, field: value})

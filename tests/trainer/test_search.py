@@ -595,6 +595,11 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--rollout-min-gain-z must be >= 0"),
     (["--rollout-search", "1", "4", "--rollout-min-gain-z", "2"],
      "--rollout-min-gain-z needs --rollout-search R >= 2"),
+    (["--rollout-search", "2", "--rollout-hold", "0"],
+     "--rollout-hold must be in 1..--rollout-horizon + 1 = 9, got 0"),
+    (["--rollout-search", "2", "--rollout-horizon", "2", "--rollout-hold", "4"],
+     "--rollout-hold must be in 1..--rollout-horizon + 1 = 3, got 4"),
+    (["--rollout-hold", "3"], "--rollout-hold needs --rollout-search"),
     (["--rollout-search", "2", "--search-leaf", "rollout"],
      "--search-leaf rollout does not apply to --rollout-search"),
     (["--rollout-search", "2", "--rollout-policy", "greedy"],
@@ -620,6 +625,18 @@ def test_a_malformed_program_bonus_is_refused_by_the_parser(value, capsys):
         evaluate_main(["--search-simulations", "8", "--search-program-bonus", value])
     assert exit_info.value.code == 2
     assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+def test_holding_a_plan_is_refused_on_an_env_without_one(capsys, monkeypatch):
+    """``--rollout-hold`` needs plan actions (HackMatrix: the acquire macro, which only an
+    --acquire-macro checkpoint's env has): refused once the env is built, before any play."""
+    def no_play(*args, **kwargs):
+        raise AssertionError("play started")
+    monkeypatch.setattr(search, "play_boards", no_play)
+    assert evaluate_main(["--policies", "none", "--rollout-search", "2",
+                          "--rollout-hold", "4"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: --rollout-hold needs an env with plan actions")
 
 
 def test_an_unknown_program_bonus_is_refused_before_any_play(capsys, monkeypatch):
