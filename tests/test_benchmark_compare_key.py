@@ -1,23 +1,41 @@
-"""scripts/benchmark.py's --compare matches rows of one configuration on both sides: which
-fields make a configuration (a pure function of the rows; no benchmark runs)."""
+"""scripts/benchmark.py's parts that run no benchmark: --compare matches rows of one
+configuration on both sides (which fields make a configuration, a pure function of the rows),
+and an option the env cannot take is refused before any work."""
 
 import importlib.util
 import os
 
+import pytest
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCHMARK = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
+
+
+def load_benchmark():
+    spec = importlib.util.spec_from_file_location("benchmark_script", BENCHMARK)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 
 def test_compare_tells_configurations_apart_by_core_and_head_width():
     """Two GRU widths, or two head widths, are two configurations for --compare; a feed-forward
     row's recorded core width (no network of its has one) and a row from before --head-width
     (linear heads) change nothing."""
-    spec = importlib.util.spec_from_file_location("benchmark_script", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
+    module = load_benchmark()
     gru = {"benchmark": "train", "num_envs": 2048, "recurrent_core": "gru", "core_width": 128}
     assert module.config_key(gru) != module.config_key({**gru, "core_width": 256})
     assert module.config_key(gru) != module.config_key({**gru, "head_width": 128})
     assert module.config_key(gru) == module.config_key({**gru, "head_width": 0})
     flat = {"benchmark": "train", "num_envs": 2048, "recurrent_core": "none", "core_width": 256}
     assert module.config_key(flat) == module.config_key({**flat, "core_width": 128})
+
+
+def test_the_acquire_macro_is_refused_for_an_env_without_it(capsys):
+    """--acquire-macro is HackMatrix's option: with --env toy it is one line and exit 2, before
+    anything is measured or written."""
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--mode", "env", "--env", "toy", "--num-envs", "2",
+                               "--acquire-macro", "--ledger", os.devnull])
+    assert exit_info.value.code == 2
+    assert "--acquire-macro needs --env hackmatrix" in capsys.readouterr().err

@@ -195,11 +195,3 @@ def test_a_configuration_that_fails_keeps_the_rows_measured_before_it(tmp_path):
     with open(path) as f:
         rows = [json.loads(line) for line in f]
     assert [(row["benchmark"], row["num_envs"]) for row in rows] == [("train", 2)]
-
-
-def test_the_acquire_macro_is_refused_for_an_env_without_it():
-    """--acquire-macro is HackMatrix's option: with --env toy it is one line and exit 2, before
-    anything is measured or written."""
-    refused = run(BENCHMARK, "--mode", "env", "--env", "toy", "--num-envs", "2",
-                  "--acquire-macro", "--ledger", os.devnull)
-    assert refused.returncode == 2 and "--acquire-macro needs --env hackmatrix" in refused.stderr
