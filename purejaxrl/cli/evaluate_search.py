@@ -94,12 +94,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          help="leave the network's favourite only for a move whose mean gain "
                          "over it, paired on the same draws, is more than Z standard errors "
                          "(default 0: the best mean; rows ...-zZ; needs R >= 2)")
-    rollout.add_argument("--rollout-hold", type=int, default=1, metavar="S",
+    rollout.add_argument("--rollout-hold", type=int, nargs="+", default=[1], metavar="S",
                          help="a candidate that is one of the env's plan actions (HackMatrix: "
                          "the acquire macro of an --acquire-macro checkpoint) is played again "
                          "at each step of its rollouts while it stays legal, up to S steps in "
-                         "all, before the network plays on (default 1: never held; at most "
-                         "H + 1; rows ...-holdS)")
+                         "all, before the network plays on; a row per S and R (default 1: "
+                         "never held; at most H + 1; rows ...-holdS)")
     rollout.add_argument("--rollout-policy", choices=("greedy", "sampled"),
                          help="the network's move along a rollout: greedy (default with "
                          "--checkpoint) or sampled (without one: uniformly random playouts)")
@@ -124,10 +124,11 @@ def arguments_error(args) -> str | None:
         return f"--rollout-candidates must be >= 1, got {args.rollout_candidates}"
     if args.rollout_min_gain_z < 0:
         return f"--rollout-min-gain-z must be >= 0, got {args.rollout_min_gain_z}"
-    if not 1 <= args.rollout_hold <= args.rollout_horizon + 1:
-        return (f"--rollout-hold must be in 1..--rollout-horizon + 1 = "
-                f"{args.rollout_horizon + 1}, got {args.rollout_hold}")
-    if args.rollout_hold > 1 and not args.rollout_search:
+    for hold in args.rollout_hold:
+        if not 1 <= hold <= args.rollout_horizon + 1:
+            return (f"--rollout-hold must be in 1..--rollout-horizon + 1 = "
+                    f"{args.rollout_horizon + 1}, got {hold}")
+    if max(args.rollout_hold) > 1 and not args.rollout_search:
         return "--rollout-hold needs --rollout-search"
     if args.rollout_min_gain_z and min(args.rollout_search or [2]) < 2:
         return "--rollout-min-gain-z needs --rollout-search R >= 2 (a standard error)"
@@ -169,7 +170,7 @@ def env_error(args, env) -> str | None:
                                                                  "acquisition_in_reach"):
         return ("--search-prior-mix-where acquire needs an env whose search hooks have "
                 "acquisition_in_reach")
-    if args.rollout_hold > 1 and not (hasattr(env.search_hooks, "plan_actions")
+    if max(args.rollout_hold) > 1 and not (hasattr(env.search_hooks, "plan_actions")
                                       and env.search_hooks.plan_actions(env.env).any()):
         return ("--rollout-hold needs an env with plan actions (HackMatrix: a checkpoint "
                 "trained with --acquire-macro)")
@@ -267,20 +268,23 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 rows[name] = play_row(args, env, env_params, make_search_policy(
                     settings=settings, **hooks), key, max_steps, name, cost)
     for rollouts in args.rollout_search or []:
-        for information in informations:
-            name, policy, cost = rollout_row(args, env, network, params, rollouts,
-                                             information == "fair", game_leaf, gamma,
-                                             objective, recurrent, bonus, bonuses)
-            rows[name] = play_row(args, env, env_params, policy, key, max_steps, name, cost)
+        for hold in args.rollout_hold:
+            for information in informations:
+                name, policy, cost = rollout_row(args, env, network, params, rollouts,
+                                                 information == "fair", game_leaf, gamma,
+                                                 objective, recurrent, bonus, bonuses, hold)
+                rows[name] = play_row(args, env, env_params, policy, key, max_steps, name, cost)
     return rows
 
 
 def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf: str,
-                gamma: float, objective: dict, recurrent: bool, bonus=None, bonuses=None):
+                gamma: float, objective: dict, recurrent: bool, bonus=None, bonuses=None,
+                hold: int = 1):
     """(row name, policy, cost) of the rollout search with ``rollouts`` rollouts per
     candidate: the checkpoint's network ranks the candidates, plays the rollouts and (with
     the value leaf) ends them; without a checkpoint, uniform random playouts. ``bonus``
-    (``search_hooks.program_bonus``): added to the value where a rollout ends alive."""
+    (``search_hooks.program_bonus``): added to the value where a rollout ends alive. ``hold``:
+    a plan candidate's steps before the network plays on (``RolloutSettings.hold_steps``)."""
     from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_policy
     from purejaxrl.search import network_node, network_prior, uniform_prior, with_value_bonus
     hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf), **objective}
@@ -301,11 +305,11 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
                                num_candidates=args.rollout_candidates, gamma=gamma,
                                greedy=policy_choice == "greedy",
                                min_gain_z=args.rollout_min_gain_z,
-                               hold_steps=args.rollout_hold)
-    if args.rollout_hold > 1:
+                               hold_steps=hold)
+    if hold > 1:
         hooks["plan_actions"] = env.search_hooks.plan_actions(env.env)
     name = (f"rollout-{rollouts}-h{args.rollout_horizon}-k{args.rollout_candidates}"
-            + (f"-hold{args.rollout_hold}" if args.rollout_hold > 1 else "")
+            + (f"-hold{hold}" if hold > 1 else "")
             + ("-ppo" if params is not None else "")
             + ("-sampled" if params is not None and policy_choice == "sampled" else "")
             + (f"-z{args.rollout_min_gain_z:g}" if args.rollout_min_gain_z else "")
@@ -314,7 +318,7 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
             + ("-bonus" if bonuses else ""))
     cost = dict(rollouts=rollouts, horizon=args.rollout_horizon,
                 candidates=args.rollout_candidates, rollout_policy=policy_choice,
-                min_gain_z=args.rollout_min_gain_z, hold_steps=args.rollout_hold,
+                min_gain_z=args.rollout_min_gain_z, hold_steps=hold,
                 information="fair" if fair else "perfect",
                 prior="checkpoint" if params is not None else "uniform",
                 leaf=args.search_leaf, gamma=gamma,

@@ -599,6 +599,8 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--rollout-hold must be in 1..--rollout-horizon + 1 = 9, got 0"),
     (["--rollout-search", "2", "--rollout-horizon", "2", "--rollout-hold", "4"],
      "--rollout-hold must be in 1..--rollout-horizon + 1 = 3, got 4"),
+    (["--rollout-search", "2", "--rollout-hold", "1", "12"],
+     "--rollout-hold must be in 1..--rollout-horizon + 1 = 9, got 12"),
     (["--rollout-hold", "3"], "--rollout-hold needs --rollout-search"),
     (["--rollout-search", "2", "--search-leaf", "rollout"],
      "--search-leaf rollout does not apply to --rollout-search"),
