@@ -71,8 +71,10 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                          ("--program-block-pool", "program_block_pool"),
                          ("--explore-pool", "explore_pool"),
                          ("--acquire-macro", "acquire_macro"),
-                         ("--acquire-macro-pool", "acquire_macro_pool")):
-        if getattr(config, option) and not registry.takes_option(config.env, option):
+                         ("--acquire-macro-pool", "acquire_macro_pool"),
+                         ("--acquire-macro-from-stage", "acquire_macro_from_stage")):
+        if (getattr(config, option) != TrainConfig.__dataclass_fields__[option].default
+                and not registry.takes_option(config.env, option)):
             raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
                               f"{config.env!r} does not")
     try:
@@ -88,7 +90,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                                     program_block_share=config.program_block_share,
                                     explore_pool=config.explore_pool,
                                     acquire_macro=config.acquire_macro,
-                                    acquire_macro_pool=config.acquire_macro_pool)
+                                    acquire_macro_pool=config.acquire_macro_pool,
+                                    acquire_macro_from_stage=config.acquire_macro_from_stage)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

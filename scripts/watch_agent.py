@@ -152,7 +152,8 @@ def env_options_of(config) -> dict:
             "undo_pays_once": config.undo_pays_once,
             "max_episode_steps": config.max_episode_steps, "gamma": config.gamma,
             "acquire_macro": config.acquire_macro,
-            "acquire_macro_pool": list(config.acquire_macro_pool)}
+            "acquire_macro_pool": list(config.acquire_macro_pool),
+            "acquire_macro_from_stage": config.acquire_macro_from_stage}
 
 
 def config_for_options(options: dict):

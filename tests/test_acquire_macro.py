@@ -102,6 +102,26 @@ def test_the_pool_narrows_the_programs_the_macro_goes_for():
             raise AssertionError(f"{options} accepted")
 
 
+def test_from_a_stage_on_the_macro_is_held_back_on_the_earlier_stages():
+    """``acquire_macro_from_stage`` K: on stages before K the macro is not offered (and action 28
+    plays 28, an invalid action), from K on it is offered and plays the plan's move, on the
+    same board; K outside 1..8, or K > 1 without the macro, is refused."""
+    from_three = HackMatrix(acquire_macro=True, acquire_macro_from_stage=3)
+    board = _board()
+    for stage, offered in ((1, False), (2, False), (3, True), (8, True)):
+        state = board.replace(stage=jnp.int32(stage))
+        assert bool(from_three.observe(state).action_mask[MACRO]) is offered, stage
+        assert bool(WITH_MACRO.observe(state).action_mask[MACRO]), stage
+        assert int(from_three.played_action(state, MACRO)) == (RIGHT if offered else MACRO)
+    for options, message in (({"acquire_macro_from_stage": 3}, "needs acquire_macro"),
+                             ({"acquire_macro": True, "acquire_macro_from_stage": 0},
+                              "must be a stage, 1..8"),
+                             ({"acquire_macro": True, "acquire_macro_from_stage": 9},
+                              "must be a stage, 1..8")):
+        with pytest.raises(ValueError, match=message):
+            HackMatrix(**options)
+
+
 def test_the_mask_offers_the_macro_and_the_step_plays_its_move():
     """With the option the action space and the mask have 29 entries, the last one the macro's
     offer; stepping 28 is stepping the move it plays (same state, reward and observation, the

@@ -75,7 +75,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     ``acquire_macro`` adds action 28, "head for a program", which plays the next move of a
     plan read from the observation (``acquire_macro``: prior knowledge in the action space,
     off by default; the mask gains its entry, bool[29]), for the programs of
-    ``acquire_macro_pool`` only where it names some; slot capacities.
+    ``acquire_macro_pool`` only where it names some, and offered only from stage
+    ``acquire_macro_from_stage`` on (1: every stage); slot capacities.
     """
 
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
@@ -85,7 +86,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                         "start_programs", "start_programs_share", "start_programs_pool",
                         "program_potential", "program_potential_pool", "program_block_pool",
                         "program_block_share", "explore_pool", "acquire_macro",
-                        "acquire_macro_pool")
+                        "acquire_macro_pool", "acquire_macro_from_stage")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -96,7 +97,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  program_potential: float = 0.0, program_potential_pool: tuple[str, ...] = (),
                  program_block_pool: tuple[str, ...] = (), program_block_share: float = 0.5,
                  explore_pool: tuple[str, ...] = (), acquire_macro: bool = False,
-                 acquire_macro_pool: tuple[str, ...] = (),
+                 acquire_macro_pool: tuple[str, ...] = (), acquire_macro_from_stage: int = 1,
                  max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
@@ -116,6 +117,12 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         macro_pool_indices = _program_indices(acquire_macro_pool, "acquire_macro_pool")
         if acquire_macro_pool and not acquire_macro:
             raise ValueError("acquire_macro_pool needs acquire_macro")
+        if not (isinstance(acquire_macro_from_stage, int)
+                and 1 <= acquire_macro_from_stage <= N_STAGES):
+            raise ValueError(f"acquire_macro_from_stage must be a stage, 1..{N_STAGES}, "
+                             f"got {acquire_macro_from_stage!r}")
+        if acquire_macro_from_stage != 1 and not acquire_macro:
+            raise ValueError("acquire_macro_from_stage needs acquire_macro")
         if not 0.0 <= program_block_share <= 1.0:
             raise ValueError(f"program_block_share must be in [0, 1], got {program_block_share}")
         if start_programs_pool and start_programs > len(start_programs_pool):
@@ -136,6 +143,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.explore_pool = tuple(explore_pool)
         self.acquire_macro = bool(acquire_macro)
         self.acquire_macro_pool = tuple(acquire_macro_pool)
+        self.acquire_macro_from_stage = acquire_macro_from_stage
         # bool[23] of the programs the macro goes for (None: every program not owned).
         self._macro_wanted = (np.isin(np.arange(N_PROGRAMS), macro_pool_indices)
                               if acquire_macro_pool else None)
@@ -155,7 +163,8 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                 self.start_programs, self.start_programs_share, self.start_programs_pool,
                 self.program_potential, self.program_potential_pool,
                 self.program_block_pool, self.program_block_share, self.explore_pool,
-                self.acquire_macro, self.acquire_macro_pool, self.max_enemies,
+                self.acquire_macro, self.acquire_macro_pool, self.acquire_macro_from_stage,
+                self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -182,7 +191,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         obs = observation.build_observation(state)
         if not self.acquire_macro:
             return obs
-        offered, _ = acquire_macro.macro_action(obs, self._macro_wanted)
+        offered, _ = self._macro(state, obs)
         return obs.replace(action_mask=jnp.concatenate([obs.action_mask, offered[None]]))
 
     def played_action(self, state: EnvState, action) -> jax.Array:
@@ -190,10 +199,18 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         the macro's move for action 28 (28, which fails, where the macro is not offered)."""
         if not self.acquire_macro:
             return action
-        offered, move = acquire_macro.macro_action(observation.build_observation(state),
-                                                   self._macro_wanted)
+        offered, move = self._macro(state, observation.build_observation(state))
         return jnp.where(action == N_ACTIONS, jnp.where(offered, move, N_ACTIONS),
                          action).astype(jnp.int32)
+
+    def _macro(self, state: EnvState, obs: observation.Observation):
+        """(offered, move) of the acquire macro in ``state``, whose observation is ``obs``:
+        the plan's (``acquire_macro.macro_action``), offered only from stage
+        ``acquire_macro_from_stage`` on (the stage is shown to the player)."""
+        offered, move = acquire_macro.macro_action(obs, self._macro_wanted)
+        if self.acquire_macro_from_stage > 1:
+            offered = offered & (state.stage >= self.acquire_macro_from_stage)
+        return offered, move
 
     def new_game(self, key) -> EnvState:
         state, k_stage = generation.new_game_before_stage(

@@ -64,6 +64,7 @@ def search_model(env: HackMatrix) -> HackMatrix:
     return HackMatrix(reward_shaping=env.reward_shaping, close_undo_exploit=env.close_undo_exploit,
                       undo_pays_once=False, acquire_macro=env.acquire_macro,
                       acquire_macro_pool=env.acquire_macro_pool,
+                      acquire_macro_from_stage=env.acquire_macro_from_stage,
                       max_enemies=env.max_enemies, max_transmissions=env.max_transmissions,
                       history_size=1)
 

@@ -163,6 +163,22 @@ def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_fo
     assert env.env.acquire_macro_pool == ("reset",)
     with pytest.raises(ConfigError, match="--acquire-macro-pool needs --acquire-macro"):
         validate_config(TrainConfig(acquire_macro_pool=("reset",)))
+    # --acquire-macro-from-stage K holds the macro back before stage K, in play too.
+    late = build_parser().parse_args(["--acquire-macro", "--acquire-macro-from-stage", "3"])
+    assert late.acquire_macro_from_stage == 3
+    late_config = config.replace(acquire_macro_from_stage=3)
+    env, _ = ppo.make_env(late_config)
+    assert env.env.acquire_macro_from_stage == 3
+    assert late_config.for_play().agent_env_options()["acquire_macro_from_stage"] == 3
+    predating = late_config.to_dict()
+    del predating["acquire_macro_from_stage"]
+    assert TrainConfig.from_dict(predating).acquire_macro_from_stage == 1
+    with pytest.raises(ConfigError, match="--acquire-macro-from-stage needs --acquire-macro"):
+        validate_config(TrainConfig(acquire_macro_from_stage=3))
+    with pytest.raises(ConfigError, match="--acquire-macro-from-stage must be a stage number"):
+        validate_config(TrainConfig(acquire_macro=True, acquire_macro_from_stage=0))
+    with pytest.raises(ConfigError, match="--acquire-macro-from-stage needs an env that takes"):
+        ppo.make_env(CONFIG.replace(acquire_macro_from_stage=3))
 
 
 def test_the_judged_network_keeps_the_agents_own_env_options_and_the_baselines_do_not():
