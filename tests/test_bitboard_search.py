@@ -95,6 +95,9 @@ def test_a_layer_count_that_is_not_a_positive_integer_is_refused(monkeypatch):
         loop_width.BFS_LAYERS()
 
 
+# Slow: compiles the env step and two enemy turns (about a minute on 2 cores); the loop's rule
+# stays in the default suite (tests/test_sparse.py: each lane loops its own trips).
+@pytest.mark.slow
 def test_enemy_turn_is_the_same_whatever_the_ragged_block(monkeypatch):
     """The enemy steps loop over each env's own enemies (``sparse.ragged_loop``): lanes sorted
     by enemy count in blocks of 16 give the enemy turn of one block looping to the busiest
