@@ -43,6 +43,15 @@ ENV_OVERRIDES = ("env", "reward_shaping", "max_episode_steps", "close_undo_explo
                  "undo_pays_once")
 
 
+def baseline_config(config: TrainConfig) -> TrainConfig:
+    """``config`` as the baselines (random, heuristic) play it: without the agent's own env
+    options (``TrainConfig.agent_env_options``), so they play the game's own actions on the
+    same boards."""
+    defaults = TrainConfig()
+    return config.replace(**{name: getattr(defaults, name)
+                             for name in config.agent_env_options()})
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -168,13 +177,19 @@ def main(argv=None) -> int:
         print(f"error: {search_error}", file=sys.stderr)
         return 2
 
+    # The baselines play the game's own actions: the agent's env options (HackMatrix's acquire
+    # macro) are part of the network, as in the learning benchmark's judged env.
+    baseline_env, baseline_params = env, env_params
+    game_config = baseline_config(config)
+    if game_config != config:
+        baseline_env, baseline_params = ppo.make_env(game_config)
     policies = {}
     if params is not None:
         policies["checkpoint-greedy"] = network_policy(env, network, params, greedy=True)
         policies["checkpoint-sampled"] = network_policy(env, network, params, greedy=False)
-    policies["random"] = random_policy(env)
-    if env.heuristic_policy() is not None:
-        policies["heuristic"] = env.heuristic_policy()
+    policies["random"] = random_policy(baseline_env)
+    if baseline_env.heuristic_policy() is not None:
+        policies["heuristic"] = baseline_env.heuristic_policy()
     if requested is not None:
         missing = [p for p in requested if p not in policies]
         if missing:
@@ -185,16 +200,23 @@ def main(argv=None) -> int:
     # Every row plays from the same key, hence the same starting boards.
     key = jax.random.PRNGKey(args.seed)
     results, stages = {}, {}
-    if policies:
-        play = make_policy_comparison(env, env_params, list(policies.values()), args.episodes,
-                                      int(env_params.max_steps_in_episode))
-        for index, name in enumerate(policies):
+    groups = [(env, env_params, [name for name in policies if name.startswith("checkpoint")]),
+              (baseline_env, baseline_params,
+               [name for name in policies if not name.startswith("checkpoint")])]
+    if baseline_env is env:  # one compiled loop serves every row
+        groups = [(env, env_params, list(policies))]
+    for group_env, group_params, names in groups:
+        if not names:
+            continue
+        play = make_policy_comparison(group_env, group_params, [policies[n] for n in names],
+                                      args.episodes, int(group_params.max_steps_in_episode))
+        for index, name in enumerate(names):
             episodes = play(index, key)
-            results[name] = summarize_episodes(episodes, env)
-            stages[name] = stage_report(episodes, env.num_stages)
-            if env.search_hooks is not None:  # beside the search rows' stage table
+            results[name] = summarize_episodes(episodes, group_env)
+            stages[name] = stage_report(episodes, group_env.num_stages)
+            if group_env.search_hooks is not None:  # beside the search rows' stage table
                 results[name]["stage_reached"] = stage_reached_shares(episodes,
-                                                                      env.num_stages)
+                                                                      group_env.num_stages)
     if evaluate_search.wants_search(args):
         critic = None
         if args.search_leaf == evaluate_search.VALUE_LEAF:

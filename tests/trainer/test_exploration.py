@@ -195,3 +195,45 @@ def test_the_judged_network_keeps_the_agents_own_env_options_and_the_baselines_d
     baselines, _ = evaluation_env(config, agent=False)
     assert baselines.num_actions == 28 and not baselines.env.acquire_macro
 
+
+def test_evaluate_plays_its_baselines_without_the_checkpoints_macro(monkeypatch, capsys):
+    """``scripts/evaluate.py`` on an ``--acquire-macro`` checkpoint, as the learning benchmark
+    does: the random and heuristic rows play the game's own 28 actions (a random row with the
+    macro would walk to programs no random player could), the network's rows its 29. Stopped
+    where the first loop would compile: only which env each row plays in is checked."""
+    import types
+
+    import purejaxrl.evaluation
+    import purejaxrl.policy
+    from purejaxrl.cli.evaluate import baseline_config
+    from purejaxrl.cli.evaluate import main as evaluate_main
+    from purejaxrl.config import TrainConfig
+    macro = TrainConfig(acquire_macro=True, acquire_macro_pool=("reset",),
+                        acquire_macro_from_stage=3, start_programs=1)
+    game = baseline_config(macro)
+    assert (game.acquire_macro, game.acquire_macro_pool, game.acquire_macro_from_stage) == (
+        False, (), 1)
+    assert game.start_programs == 1  # only the agent's own options go
+    assert baseline_config(TrainConfig()) == TrainConfig()
+
+    class Stop(Exception):
+        pass
+
+    played = []
+
+    def comparison(env, env_params, policies, num_envs, max_steps):
+        played.append((env.num_actions, len(policies)))
+        raise Stop
+
+    def loaded(path):
+        return types.SimpleNamespace(config=macro, params={}, checkpoint={
+            "path": path, "update": 0, "env_steps": 0})
+    monkeypatch.setattr(purejaxrl.policy, "load_policy", loaded)
+    monkeypatch.setattr(purejaxrl.evaluation, "make_policy_comparison", comparison)
+    for policies, envs in (("random,heuristic", [(28, 2)]),
+                           ("checkpoint-greedy,random", [(29, 1)])):
+        played.clear()
+        with pytest.raises(Stop):
+            evaluate_main(["--checkpoint", "run", "--policies", policies, "--episodes", "2"])
+        assert played == envs
+
