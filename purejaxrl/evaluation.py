@@ -86,54 +86,95 @@ def random_policy(env: TrainerEnv) -> Policy:
     return act
 
 
+class EpisodeTally:
+    """The per-episode accounting of evaluation's loops (``play_episodes`` and the search's
+    ``search.play_boards``), so every row of a comparison records the same fields: each of the
+    env's metrics (an outcome's value at the end, a count's total); with stages, the stage
+    (every game starts at stage 1: the first ``info["stage"]`` comes after a step) and per
+    stage (i32[N, num_stages + 1]) the steps (``stage_steps``) and each per-stage metric
+    (``stage_<name>``) taken in it; ``end_<name>`` for each of the env's
+    ``episode_resources``, read from the state the game's last action was chosen in.
+
+    ``obs`` and ``env_state`` are one env's (shapes and dtypes are read from them)."""
+
+    def __init__(self, env: TrainerEnv, env_params, obs, env_state):
+        self.env = env
+        self.bins = (env.num_stages + 1) if env.num_stages is not None else 0
+        self.per_stage = [m for m in env.metrics if m.per_stage and self.bins]
+        step_shapes = jax.eval_shape(
+            lambda: env.step(jax.random.PRNGKey(0), env_state, jnp.int32(0), env_params))
+        # The metrics' first values give their dtypes: outcomes keep theirs, counts of bools
+        # or integers are i32, of floats f32.
+        self.metric_dtypes = {}
+        for metric in env.metrics:
+            value = jax.eval_shape(metric.value, obs, jnp.int32(0), step_shapes[5])
+            integral = jnp.issubdtype(value.dtype, jnp.integer) or value.dtype == jnp.bool_
+            self.metric_dtypes[metric.name] = (value.dtype if metric.at_end
+                                               else jnp.int32 if integral else jnp.float32)
+        self.resource_dtypes = ({} if env.episode_resources is None else
+                                {name: value.dtype for name, value in jax.eval_shape(
+                                    env.episode_resources, env_state).items()})
+
+    def fresh(self, num_envs: int) -> dict:
+        """The tally of ``num_envs`` episodes before their first step."""
+        tally = {name: jnp.zeros(num_envs, dtype) for name, dtype in self.metric_dtypes.items()}
+        if self.bins:
+            per_stage = jnp.zeros((num_envs, self.bins), jnp.int32)
+            tally.update(stage=jnp.ones(num_envs, jnp.int32), stage_steps=per_stage,
+                         **{f"stage_{m.name}": per_stage for m in self.per_stage})
+        tally.update({f"end_{name}": jnp.zeros(num_envs, dtype)
+                      for name, dtype in self.resource_dtypes.items()})
+        return tally
+
+    def update(self, tally: dict, obs, env_state, actions, info, playing: jax.Array,
+               done: jax.Array) -> dict:
+        """``tally`` after one step of N envs: ``obs`` and ``env_state`` the ones the actions
+        were chosen in, ``info`` the step's; only ``playing`` envs count, and ``done`` (bool[N],
+        within ``playing``) marks the steps that end an episode."""
+        new = {}
+        values = {}
+        for metric in self.env.metrics:
+            value = jax.vmap(metric.value)(obs, actions, info)
+            old = tally[metric.name]
+            values[metric.name] = value
+            new[metric.name] = (jnp.where(playing, value.astype(old.dtype), old) if metric.at_end
+                                else old + jnp.where(playing, value, 0).astype(old.dtype))
+        if self.bins:
+            in_stage = jax.nn.one_hot(jnp.clip(tally["stage"], 0, self.bins - 1), self.bins,
+                                      dtype=jnp.int32) * playing[:, None].astype(jnp.int32)
+            new["stage"] = jnp.where(playing, info["stage"].astype(jnp.int32), tally["stage"])
+            new["stage_steps"] = tally["stage_steps"] + in_stage
+            for metric in self.per_stage:
+                name = f"stage_{metric.name}"
+                new[name] = tally[name] + in_stage * values[metric.name].astype(
+                    jnp.int32)[:, None]
+        if self.resource_dtypes:
+            new.update({f"end_{name}": jnp.where(done, value, tally[f"end_{name}"])
+                        for name, value in jax.vmap(self.env.episode_resources)(
+                            env_state).items()})
+        return new
+
+
 def play_episodes(env: TrainerEnv, env_params, policy: Policy | RecurrentPolicy, key: jax.Array,
                   num_envs: int, max_steps: int) -> dict:
     """Per-env results of one episode each: return, length, truncated, finished (False if
-    ``max_steps`` ran out first), actions the mask forbade (must be 0), and each of the env's
-    metrics (an outcome's value at the end, a count's total); with stages, the stage at the
-    end and per stage (i32[N, num_stages + 1]) the steps (``stage_steps``) and each per-stage
-    metric (``stage_<name>``) taken in it; and ``end_<name>`` for each of the env's
-    ``episode_resources``, read from the state the game's last action was chosen in.
-    Jittable. A ``RecurrentPolicy``'s memory starts as its ``initial_memory`` in every env and
-    goes back to it where an episode ends."""
+    ``max_steps`` ran out first), actions the mask forbade (must be 0), and the
+    ``EpisodeTally``'s fields (the env's metrics, the stage and what was spent in each, the
+    resources at the end). Jittable. A ``RecurrentPolicy``'s memory starts as its
+    ``initial_memory`` in every env and goes back to it where an episode ends."""
     policy = with_memory(policy)
     initial_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs,) + jnp.shape(x)),
                                   policy.initial_memory)
     reset_key, loop_key = jax.random.split(key)
     obs, env_state = jax.vmap(env.reset, in_axes=(0, None))(
         jax.random.split(reset_key, num_envs), env_params)
-    resources = env.episode_resources
-    stages = env.num_stages is not None
-    bins = (env.num_stages + 1) if stages else 0
-    per_stage_metrics = [i for i, m in enumerate(env.metrics) if m.per_stage]
+    tally = EpisodeTally(env, env_params, *jax.tree.map(lambda x: x[0], (obs, env_state)))
     zeros_f = jnp.zeros(num_envs, jnp.float32)
     zeros_b = jnp.zeros(num_envs, bool)
     zeros_i = jnp.zeros(num_envs, jnp.int32)
-    # The metrics' first values give their dtypes: outcomes keep theirs, counts of bools or
-    # integers are i32, of floats f32.
-    step_shapes = jax.eval_shape(
-        lambda: env.step(jax.random.PRNGKey(0), jax.tree.map(lambda x: x[0], env_state),
-                         jnp.int32(0), env_params))
-    metric_dtypes = {}
-    for metric in env.metrics:
-        value = jax.eval_shape(metric.value, jax.tree.map(lambda x: x[0], obs), jnp.int32(0),
-                               step_shapes[5])
-        integral = jnp.issubdtype(value.dtype, jnp.integer) or value.dtype == jnp.bool_
-        metric_dtypes[metric.name] = (value.dtype if metric.at_end
-                                      else jnp.int32 if integral else jnp.float32)
     init = dict(t=jnp.int32(0), key=loop_key, obs=obs, env_state=env_state,
                 memory=initial_memory, finished=zeros_b, episode_return=zeros_f, length=zeros_i,
-                truncated=zeros_b, masked=zeros_i,
-                **{name: jnp.zeros(num_envs, dtype) for name, dtype in metric_dtypes.items()})
-    if stages:
-        per_stage = jnp.zeros((num_envs, bins), jnp.int32)
-        # Every game starts at stage 1 (the first info["stage"] comes after a step).
-        init.update(stage=jnp.ones(num_envs, jnp.int32), stage_steps=per_stage,
-                    **{f"stage_{env.metrics[i].name}": per_stage for i in per_stage_metrics})
-    if resources is not None:
-        init.update({f"end_{name}": jnp.zeros(num_envs, value.dtype)
-                     for name, value in jax.eval_shape(
-                         jax.vmap(resources), env_state).items()})
+                truncated=zeros_b, masked=zeros_i, **tally.fresh(num_envs))
 
     def running(carry):
         return (carry["t"] < max_steps) & ~jnp.all(carry["finished"])
@@ -162,25 +203,8 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy | RecurrentPolicy,
             length=carry["length"] + playing.astype(jnp.int32),
             truncated=record(carry["truncated"], truncated & ~terminated),
             masked=carry["masked"] + (playing & ~legal).astype(jnp.int32))
-        values = {}
-        for metric in env.metrics:
-            value = jax.vmap(metric.value)(carry["obs"], actions, info)
-            old = carry[metric.name]
-            values[metric.name] = value
-            new[metric.name] = (record(old, value.astype(old.dtype)) if metric.at_end
-                                else old + jnp.where(playing, value, 0).astype(old.dtype))
-        if stages:
-            in_stage = jax.nn.one_hot(jnp.clip(carry["stage"], 0, bins - 1), bins,
-                                      dtype=jnp.int32) * playing[:, None].astype(jnp.int32)
-            new["stage"] = record(carry["stage"], info["stage"])
-            new["stage_steps"] = carry["stage_steps"] + in_stage
-            for i in per_stage_metrics:
-                name = f"stage_{env.metrics[i].name}"
-                new[name] = carry[name] + in_stage * values[env.metrics[i].name].astype(
-                    jnp.int32)[:, None]
-        if resources is not None:
-            new.update({f"end_{name}": jnp.where(done, value, carry[f"end_{name}"])
-                        for name, value in jax.vmap(resources)(carry["env_state"]).items()})
+        new.update(tally.update(carry, carry["obs"], carry["env_state"], actions, info,
+                                playing, done))
         return new
 
     final = lax.while_loop(running, step, init)

@@ -35,6 +35,7 @@ import jax.numpy as jnp
 import mctx
 import numpy as np
 
+from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import masked_log_probs, step_recurrent
 
 # Masked prior logits: finite (as networks.MASKED_LOGIT), so no inf - inf appears in mctx.
@@ -336,8 +337,8 @@ def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
     return jnp.argmax(jnp.where(legal, score, -jnp.inf)).astype(jnp.int32)
 
 
-def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_steps: int,
-                boards_in_flight: int, action_counters: Mapping[str, Callable] = None,
+def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards: int,
+                max_steps: int, boards_in_flight: int,
                 final_state_values: Mapping[str, Callable] = None) -> dict:
     """One episode per board, ``boards_in_flight`` at a time: a board that ends hands its lane
     to the next board, so the policy runs only on boards in play. The boards are
@@ -347,13 +348,11 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
 
     ``policy`` is a ``Policy`` or a ``RecurrentPolicy`` (its memory starts from
     ``initial_memory`` on every board). Returns per-board arrays with ``play_episodes``'s keys
-    (``action_counters``: name -> ``counts(obs, action, info) -> bool`` for one env, a
-    ``Metric``'s signature, e.g. siphons and programs; each name gets a count;
-    ``final_state_values``: name -> ``value(env_state)``, recorded from the
-    state the episode's last action was chosen in, as ``episode_resources`` is). Jittable."""
-    from purejaxrl.evaluation import with_memory
+    (the same ``evaluation.EpisodeTally``, so a search row has the stage report of every
+    other row), and ``final_state_values``: name -> ``value(env_state)``, recorded from the
+    state the episode's last action was chosen in, as ``episode_resources`` is. Jittable."""
+    from purejaxrl.evaluation import EpisodeTally, with_memory
     policy = with_memory(policy)
-    action_counters = dict(action_counters or {})
     final_state_values = dict(final_state_values or {})
     lanes = min(boards_in_flight, num_boards)
     reset_key, loop_key = jax.random.split(key)
@@ -364,13 +363,13 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
     # reset (one stage generator: seconds of compile time each).
     obs, env_state = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(
         reset, board_keys[:lanes], env_params))
-    int_fields = ("length", "stage", "masked", "undo_exploit") + tuple(action_counters)
-    bool_fields = ("won", "died", "truncated", "invalid", "finished")
+    tally = EpisodeTally(env, env_params, *jax.tree.map(lambda x: x[0], (obs, env_state)))
     final_shapes = {name: jax.eval_shape(jax.vmap(value), env_state)
                     for name, value in final_state_values.items()}
     fresh = {"episode_return": jnp.zeros(lanes, jnp.float32),
-             **{name: jnp.zeros(lanes, jnp.int32) for name in int_fields},
-             **{name: jnp.zeros(lanes, bool) for name in bool_fields},
+             **{name: jnp.zeros(lanes, jnp.int32) for name in ("length", "masked")},
+             **{name: jnp.zeros(lanes, bool) for name in ("truncated", "finished")},
+             **tally.fresh(lanes),
              **{name: jnp.zeros(shape.shape, shape.dtype) for name, shape in final_shapes.items()}}
     results = {name: jnp.zeros((num_boards,) + value.shape[1:], value.dtype)
                for name, value in fresh.items()}
@@ -407,19 +406,13 @@ def play_boards(env, env_params, policy, key: jax.Array, num_boards: int, max_st
             env.step, in_axes=(0, 0, 0, None))(
                 jax.vmap(folded, (None, 0, 0))(step_root, safe_board, t), env_state, actions,
                 env_params)
-        legal = jnp.take_along_axis(obs.action_mask, actions[:, None], axis=-1)[:, 0]
+        legal = jnp.take_along_axis(env.action_mask(obs), actions[:, None], axis=-1)[:, 0]
         done = terminated | truncated
-        as_int = lambda flag: flag.astype(jnp.int32)  # noqa: E731
         episode = dict(
             episode_return=episode["episode_return"] + reward,
-            length=t + 1, stage=info["stage"].astype(jnp.int32), won=info["won"],
-            died=info["died"], truncated=truncated & ~terminated,
-            invalid=episode["invalid"] | info["invalid_action"],
-            masked=episode["masked"] + as_int(~legal),
-            undo_exploit=episode["undo_exploit"] + as_int(info["undo_exploit_completion"]),
-            finished=done,
-            **{name: episode[name] + as_int(jax.vmap(counts)(obs, actions, info))
-               for name, counts in action_counters.items()},
+            length=t + 1, truncated=truncated & ~terminated,
+            masked=episode["masked"] + (~legal).astype(jnp.int32), finished=done,
+            **tally.update(episode, obs, env_state, actions, info, playing, done & playing),
             **{name: jax.vmap(value)(env_state) for name, value in final_state_values.items()})
         ends = playing & (done | (t + 1 >= max_steps))
         target = jnp.where(ends, board, num_boards)  # out of range: dropped

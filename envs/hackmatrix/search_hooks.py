@@ -179,10 +179,6 @@ def acquisition_in_reach(obs: Observation, wanted_programs=None) -> jax.Array:
 
 DEFAULT_GAMMA = 0.99
 ROLLOUT_STEPS = 8
-# Counted per episode by the search's evaluation loop, as play_episodes counts them: the env's
-# own metrics of the game action played (the acquire macro's move where it was chosen).
-ACTION_COUNTERS = {metric.name: metric.value for metric in HackMatrix.metrics
-                   if metric.name in ("siphons", "programs", "macros")}
 # Read from the state each game's last action was chosen in: the programs owned then, so a
 # search row can say which programs its games acquired (the game's own start owns none).
 FINAL_STATE_VALUES = {"owned": lambda state: state.owned}

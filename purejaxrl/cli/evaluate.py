@@ -199,7 +199,7 @@ def main(argv=None) -> int:
 
     # Every row plays from the same key, hence the same starting boards.
     key = jax.random.PRNGKey(args.seed)
-    results, stages = {}, {}
+    results = {}
     groups = [(env, env_params, [name for name in policies if name.startswith("checkpoint")]),
               (baseline_env, baseline_params,
                [name for name in policies if not name.startswith("checkpoint")])]
@@ -213,7 +213,7 @@ def main(argv=None) -> int:
         for index, name in enumerate(names):
             episodes = play(index, key)
             results[name] = summarize_episodes(episodes, group_env)
-            stages[name] = stage_report(episodes, group_env.num_stages)
+            results[name]["stages"] = stage_report(episodes, group_env.num_stages)
             if group_env.search_hooks is not None:  # beside the search rows' stage table
                 results[name]["stage_reached"] = stage_reached_shares(episodes,
                                                                       group_env.num_stages)
@@ -242,14 +242,14 @@ def main(argv=None) -> int:
         final_state = evaluate_search.format_final_state(results)
         if final_state:
             print(final_state)
-    for name, rows in stages.items():
-        if not rows:  # an env without stages
+    for name, summary in results.items():
+        if not summary.get("stages"):  # an env without stages
+            summary.pop("stages", None)
             continue
-        # Where each policy's games end: the share reaching and clearing every stage, how
-        # the games that end there end, and what the player held then.
+        # Where each policy's games end (search rows too): the share reaching and clearing
+        # every stage, how the games that end there end, and what the player held then.
         print(f"\n{name}: per stage")
-        print(format_stage_report(rows))
-        results[name]["stages"] = rows
+        print(format_stage_report(summary["stages"]))
     if args.json:
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)

@@ -332,16 +332,17 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
 def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
              cost: dict) -> dict:
     """One search row: ``policy`` plays the boards of ``key``, compiled and timed apart; its
-    summary gets the stage shares, the final-state values and ``cost`` with the timings."""
+    summary gets the stage shares, the stage report (``evaluation.stage_report``, as every
+    other row), the final-state values and ``cost`` with the timings."""
     import jax
-    from purejaxrl.evaluation import summarize_episodes
+    from purejaxrl.evaluation import stage_report, summarize_episodes
     from purejaxrl.search import play_boards, stage_reached_shares
     search_hooks = env.search_hooks
     final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
     final_labels = getattr(search_hooks, "FINAL_STATE_LABELS", {})
     play = jax.jit(lambda k: play_boards(
         env, env_params, policy, k, args.episodes, max_steps, args.search_boards_in_flight,
-        search_hooks.ACTION_COUNTERS, final_values))
+        final_values))
     start = time.perf_counter()
     compiled = play.lower(key).compile()
     compile_s = time.perf_counter() - start
@@ -351,6 +352,7 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     summary = summarize_episodes(episodes, env)
     summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
     summary["final_state"] = final_state_means(episodes, final_values, final_labels)
+    summary["stages"] = stage_report(episodes, env.num_stages)
     moves = int(jax.device_get(episodes["length"]).sum())
     summary["search"] = dict(cost, moves=moves, wall_s=wall_s,
                              wall_s_per_move=wall_s / max(moves, 1), compile_s=compile_s,

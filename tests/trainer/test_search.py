@@ -21,7 +21,7 @@ from envs.hackmatrix.core.constants import N_ACTIONS, PROGRAM_ACTION_OFFSET, PRO
 from purejaxrl import search
 from purejaxrl.cli.evaluate import main as evaluate_main
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.evaluation import RecurrentPolicy, play_episodes
+from purejaxrl.evaluation import RecurrentPolicy, play_episodes, stage_report
 from tests.trainer.fork_env import Fork, TableCritic
 
 ENV = HackMatrix()  # set_state's shapes (no reward ledger)
@@ -257,19 +257,24 @@ class CountdownState:
 class Countdown:
     """A board is a number 1..9 drawn at reset; the episode lasts that many steps and is won
     when it is even. Deterministic after reset: a loop's results show which boards it played.
-    Its metrics are its own, named like HackMatrix's that play_boards also records (outcomes,
-    R9 completions, siphons and programs), so play_episodes records what play_boards does."""
+    Its metrics are named like HackMatrix's (outcomes, R9 completions, siphons and programs,
+    the last counted per stage) and its resource at the end is its clock, so both evaluation
+    loops have every field of the stage report to record."""
 
     default_params = None
     num_stages = 9
     metrics = (
-        Metric("won", lambda obs, action, info: info["won"], at_end=True),
+        Metric("won", lambda obs, action, info: info["won"], at_end=True, summary="win_rate"),
         Metric("died", lambda obs, action, info: info["died"], at_end=True),
         Metric("invalid", lambda obs, action, info: info["invalid_action"]),
         Metric("undo_exploit", lambda obs, action, info: info["undo_exploit_completion"]),
         Metric("siphons", lambda obs, action, info: action == 4),
-        Metric("programs", lambda obs, action, info: action >= PROGRAM_ACTION_OFFSET),
+        Metric("programs", lambda obs, action, info: action >= PROGRAM_ACTION_OFFSET,
+               per_stage=True),
     )
+
+    def episode_resources(self, state):
+        return {"clock": state.time}
 
     def action_space(self, params):
         return spaces.Discrete(N_ACTIONS)
@@ -296,20 +301,40 @@ def counting_policy(key, obs, env_state):
     return jnp.int32(4)  # the siphon index: counted by play_episodes and by the counters
 
 
+def countdown():
+    return TrainerEnv(Countdown(), None)
+
+
 def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
-    """Per board, play_boards records what play_episodes records on the same key (the same
-    boards), with 1, 3 or all boards in flight."""
-    env, key, boards = Countdown(), jax.random.PRNGKey(3), 11
+    """Per board, play_boards records every field play_episodes records on the same key (the
+    same boards: the env's metrics, the per-stage steps and counts, the resources at the end),
+    with 1, 3 or all boards in flight, so a search row gets the same stage report."""
+    env, key, boards = countdown(), jax.random.PRNGKey(3), 11
     reference = jax.device_get(jax.jit(lambda k: play_episodes(
-        TrainerEnv(env, None), None, counting_policy, k, boards, 50))(key))
+        env, None, counting_policy, k, boards, 50))(key))
     assert len(set(reference["length"].tolist())) > 3  # the boards differ
-    counters = {"siphons": lambda obs, a, info: a == 4,
-                "programs": lambda obs, a, info: a >= PROGRAM_ACTION_OFFSET}
+    assert {"stage_steps", "stage_programs", "end_clock", "siphons"} <= set(reference)
     for lanes in (1, 3, boards):
         pooled = jax.device_get(jax.jit(lambda k, lanes=lanes: search.play_boards(
-            env, None, counting_policy, k, boards, 50, lanes, counters))(key))
+            env, None, counting_policy, k, boards, 50, lanes))(key))
+        assert set(pooled) == set(reference), lanes
         for name, values in pooled.items():
             assert values.tolist() == reference[name].tolist(), (lanes, name)
+
+
+def test_a_search_row_has_the_stage_report_of_every_other_row():
+    """``evaluate.py``'s search and rollout rows (``evaluate_search.play_row``) carry the stage
+    report a policy row gets from ``play_episodes`` on the same boards: where the games end,
+    the steps and per-stage counts, the resources at the end."""
+    import argparse
+    from purejaxrl.cli import evaluate_search
+    env, key, boards = countdown(), jax.random.PRNGKey(3), 11
+    reference = stage_report(jax.jit(lambda k: play_episodes(
+        env, None, counting_policy, k, boards, 50))(key), env.num_stages)
+    args = argparse.Namespace(episodes=boards, search_boards_in_flight=3)
+    summary = evaluate_search.play_row(args, env, None, counting_policy, key, 50, "row", {})
+    assert summary["stages"] == reference
+    assert any(row["ended"]["died"] for row in reference)  # the report is not empty
 
 
 def alternating_policy():
@@ -325,13 +350,13 @@ def test_play_boards_gives_every_board_a_fresh_memory():
     """A recurrent policy's memory starts from its initial memory on every board, also on a
     lane that has played other boards: per board, play_boards records what play_episodes
     does, and the siphons are the board's even steps."""
-    env, key, boards, policy = Countdown(), jax.random.PRNGKey(3), 11, alternating_policy()
+    env, key, boards, policy = countdown(), jax.random.PRNGKey(3), 11, alternating_policy()
     reference = jax.device_get(jax.jit(lambda k: play_episodes(
-        TrainerEnv(env, None), None, policy, k, boards, 50))(key))
+        env, None, policy, k, boards, 50))(key))
     assert (reference["siphons"] == (reference["length"] + 1) // 2).all()
     # 3 lanes for 11 boards: every lane plays several boards in turn.
     pooled = jax.device_get(jax.jit(lambda k: search.play_boards(
-        env, None, policy, k, boards, 50, 3, {"siphons": lambda obs, a, info: a == 4}))(key))
+        env, None, policy, k, boards, 50, 3))(key))
     for name in ("length", "stage", "siphons"):
         assert pooled[name].tolist() == reference[name].tolist(), name
 
@@ -340,11 +365,11 @@ def test_play_boards_records_final_state_values_from_the_last_chosen_state():
     """``final_state_values`` are read from the state each game's last action was chosen in
     (as ``episode_resources``): for Countdown, whose clock counts the steps taken, that is the
     episode's length - 1, and a vector value keeps its shape per board."""
-    env, key, boards = Countdown(), jax.random.PRNGKey(3), 11
+    env, key, boards = countdown(), jax.random.PRNGKey(3), 11
     values = {"clock": lambda state: state.time,
               "pair": lambda state: jnp.stack([state.time, state.target])}
     pooled = jax.device_get(jax.jit(lambda k: search.play_boards(
-        env, None, counting_policy, k, boards, 50, 3, None, values))(key))
+        env, None, counting_policy, k, boards, 50, 3, values))(key))
     assert (pooled["clock"] == pooled["length"] - 1).all()
     assert pooled["pair"].shape == (boards, 2)
     assert (pooled["pair"][:, 1] == pooled["stage"]).all()
@@ -352,7 +377,7 @@ def test_play_boards_records_final_state_values_from_the_last_chosen_state():
 
 def test_play_boards_stops_a_board_at_max_steps_unfinished():
     """A board still running at ``max_steps`` is recorded as unfinished, with its length."""
-    env, key = Countdown(), jax.random.PRNGKey(3)
+    env, key = countdown(), jax.random.PRNGKey(3)
     pooled = jax.device_get(search.play_boards(env, None, counting_policy, key, 6, 4, 2))
     assert pooled["length"].tolist() == np.minimum(
         jax.device_get(jax.vmap(env.reset, (0, None))(
