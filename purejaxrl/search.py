@@ -325,6 +325,31 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
     return act
 
 
+def hand_over(first, second, switch: Callable):
+    """A policy that plays ``first`` where ``switch(obs, env_state)`` is False and ``second``
+    where it is True (for example the search before a stage, the network's own move from it
+    on). Both are ``Policy``s, or both ``RecurrentPolicy``s with the same memory (a recurrent
+    network's hidden state after the observation, which the tree search hands on as the
+    network does), so the player's memory carries across the switch. Both are computed and
+    one is kept (vmapped, a ``lax.cond`` would compute both anyway)."""
+    from purejaxrl.evaluation import RecurrentPolicy, with_memory
+    if isinstance(first, RecurrentPolicy) or isinstance(second, RecurrentPolicy):
+        first, second = with_memory(first), with_memory(second)
+    else:
+        def act(key, obs, env_state):
+            return jnp.where(switch(obs, env_state), second(key, obs, env_state),
+                             first(key, obs, env_state))
+        return act
+
+    def act_with_memory(key, obs, env_state, memory):
+        chosen = switch(obs, env_state)
+        first_action, first_memory = first.act(key, obs, env_state, memory)
+        second_action, second_memory = second.act(key, obs, env_state, memory)
+        return (jnp.where(chosen, second_action, first_action),
+                jax.tree.map(lambda b, a: jnp.where(chosen, b, a), second_memory, first_memory))
+    return RecurrentPolicy(act_with_memory, first.initial_memory)
+
+
 def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
     """The move from per-world search outputs (module docstring: votes, then mean Q)."""
     tree = output.search_tree

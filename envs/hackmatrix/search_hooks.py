@@ -179,6 +179,12 @@ def acquisition_in_reach(obs: Observation, wanted_programs=None) -> jax.Array:
 
 DEFAULT_GAMMA = 0.99
 ROLLOUT_STEPS = 8
+def stage_of(state: EnvState) -> jax.Array:
+    """The stage the player is on (1..8): shown to the player (the observation's stage
+    feature), so a policy may switch on it (``--search-until-stage``)."""
+    return state.stage
+
+
 # Read from the state each game's last action was chosen in: the programs owned then, so a
 # search row can say which programs its games acquired (the game's own start owns none).
 FINAL_STATE_VALUES = {"owned": lambda state: state.owned}

@@ -75,6 +75,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "that the search acquires it (rows search-N-...-bonus and "
                         "rollout-R-...-bonus: for the rollouts, where a rollout ends alive; "
                         "envs whose search hooks have program_bonus)")
+    search.add_argument("--search-until-stage", type=int, metavar="K",
+                        help="the search plays the stages before K; from stage K on the "
+                        "checkpoint's greedy move (shown to the player: the observation has "
+                        "the stage), on the same boards and keys, so up to stage K a game is "
+                        "the search row's own (rows ...-untilK; needs --checkpoint and its "
+                        "prior)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
@@ -153,6 +159,14 @@ def arguments_error(args) -> str | None:
         return "--search-prior-mix-over groups needs --search-prior-mix"
     if args.search_prior_mix_where != "always" and not args.search_prior_mix:
         return "--search-prior-mix-where acquire needs --search-prior-mix"
+    if args.search_until_stage is not None:
+        if not wants_search(args):
+            return "--search-until-stage needs --search-simulations or --rollout-search"
+        if not args.checkpoint or args.search_prior in ("uniform", "both"):
+            return ("--search-until-stage hands the game to the checkpoint's greedy move: it "
+                    "needs --checkpoint and the checkpoint's prior")
+        if args.search_until_stage < 2:
+            return f"--search-until-stage must be >= 2, got {args.search_until_stage}"
     if args.search_program_bonus and not wants_search(args):
         return "--search-program-bonus needs --search-simulations or --rollout-search"
     names = [name for name, _ in args.search_program_bonus or []]
@@ -174,6 +188,11 @@ def env_error(args, env) -> str | None:
                                       and env.search_hooks.plan_actions(env.env).any()):
         return ("--rollout-hold needs an env with plan actions (HackMatrix: a checkpoint "
                 "trained with --acquire-macro)")
+    if args.search_until_stage is not None and (
+            env.num_stages is None or args.search_until_stage > env.num_stages
+            or not hasattr(env.search_hooks, "stage_of")):
+        return (f"--search-until-stage must be a stage of the env (2..{env.num_stages}) whose "
+                "search hooks have stage_of")
     if not args.search_program_bonus:
         return None
     if not hasattr(env.search_hooks, "program_bonus"):
@@ -265,16 +284,33 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     program_bonus=bonuses)
-                rows[name] = play_row(args, env, env_params, make_search_policy(
-                    settings=settings, **hooks), key, max_steps, name, cost)
+                name, policy = until_stage(args, env, network, params, name,
+                                           make_search_policy(settings=settings, **hooks))
+                rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
+                                      dict(cost, until_stage=args.search_until_stage))
     for rollouts in args.rollout_search or []:
         for hold in args.rollout_hold:
             for information in informations:
                 name, policy, cost = rollout_row(args, env, network, params, rollouts,
                                                  information == "fair", game_leaf, gamma,
                                                  objective, recurrent, bonus, bonuses, hold)
-                rows[name] = play_row(args, env, env_params, policy, key, max_steps, name, cost)
+                name, policy = until_stage(args, env, network, params, name, policy)
+                rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
+                                      dict(cost, until_stage=args.search_until_stage))
     return rows
+
+
+def until_stage(args, env, network, params, name: str, policy):
+    """With ``--search-until-stage K``: (``name-untilK``, the policy that plays ``policy``
+    before stage K and the checkpoint's greedy move from it on); else both as they are."""
+    if args.search_until_stage is None:
+        return name, policy
+    from purejaxrl.evaluation import network_policy
+    from purejaxrl.search import hand_over
+    stage_of, stage = env.search_hooks.stage_of, args.search_until_stage
+    return f"{name}-until{stage}", hand_over(
+        policy, network_policy(env, network, params, greedy=True),
+        lambda obs, env_state: stage_of(env_state) >= stage)
 
 
 def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf: str,

@@ -361,6 +361,36 @@ def test_play_boards_gives_every_board_a_fresh_memory():
         assert pooled[name].tolist() == reference[name].tolist(), name
 
 
+def test_hand_over_plays_the_second_policy_from_the_switch_on():
+    """``search.hand_over``: the first policy's move until the switch holds, the second's from
+    then on (Countdown's clock is the steps taken: the switch at clock 3)."""
+    env, key, boards = countdown(), jax.random.PRNGKey(3), 11
+    moving = lambda key, obs, env_state: jnp.int32(0)  # noqa: E731
+    policy = search.hand_over(counting_policy, moving, lambda obs, state: state.time >= 3)
+    played = jax.device_get(jax.jit(lambda k: play_episodes(
+        env, None, policy, k, boards, 50))(key))
+    assert (played["siphons"] == np.minimum(played["length"], 3)).all()
+    assert played["length"].max() > 3
+
+
+def test_hand_over_carries_the_memory_across_the_switch():
+    """Two recurrent policies share the player's memory: the second starts from the memory
+    the first left (here the steps taken), not from a fresh one. The first siphons on even
+    steps, the second on odd ones, so every game's siphons follow from its length alone."""
+    env, key, boards = countdown(), jax.random.PRNGKey(3), 11
+
+    def odd_steps(key, obs, env_state, steps):
+        return jnp.where(steps % 2 == 1, 4, 0).astype(jnp.int32), steps + 1
+    policy = search.hand_over(alternating_policy(), RecurrentPolicy(odd_steps, jnp.int32(0)),
+                              lambda obs, state: state.time >= 3)
+    played = jax.device_get(jax.jit(lambda k: play_episodes(
+        env, None, policy, k, boards, 50))(key))
+    expected = [sum(1 for t in range(n) if (t < 3 and t % 2 == 0) or (t >= 3 and t % 2 == 1))
+                for n in played["length"].tolist()]
+    assert played["siphons"].tolist() == expected
+    assert played["length"].max() >= 6  # games long enough to show a reset memory
+
+
 def test_play_boards_records_final_state_values_from_the_last_chosen_state():
     """``final_state_values`` are read from the state each game's last action was chosen in
     (as ``episode_resources``): for Countdown, whose clock counts the steps taken, that is the
@@ -652,6 +682,18 @@ def test_a_malformed_program_bonus_is_refused_by_the_parser(value, capsys):
         evaluate_main(["--search-simulations", "8", "--search-program-bonus", value])
     assert exit_info.value.code == 2
     assert "expected NAME=VALUE" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--search-simulations", "8"], "--search-until-stage hands the game"),
+    (["--policies", "random"], "--search-until-stage needs --search-simulations"),
+])
+def test_search_until_stage_needs_a_search_and_a_checkpoint(flags, message, capsys):
+    """``--search-until-stage`` hands the game to the checkpoint's greedy move: without a
+    search row or a checkpoint it is refused before any work, exit 2, one line."""
+    assert evaluate_main([*flags, "--search-until-stage", "8"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}") and "\n" not in err
 
 
 def test_holding_a_plan_is_refused_on_an_env_without_one(capsys, monkeypatch):
