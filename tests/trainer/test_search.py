@@ -361,6 +361,15 @@ def test_play_boards_gives_every_board_a_fresh_memory():
         assert pooled[name].tolist() == reference[name].tolist(), name
 
 
+def test_stage_of_reads_the_stage_the_player_is_shown():
+    """HackMatrix's ``search_hooks.stage_of`` (the switch of ``--search-until-stage``) is the
+    stage, which the observation shows (its sixth player feature, (stage - 1) / 7): a policy
+    that switches on it uses nothing hidden."""
+    state = winning_board()
+    assert int(search_hooks.stage_of(state)) == 8
+    assert float(build_observation(state).player[5]) == 1.0
+
+
 def test_hand_over_plays_the_second_policy_from_the_switch_on():
     """``search.hand_over``: the first policy's move until the switch holds, the second's from
     then on (Countdown's clock is the steps taken: the switch at clock 3)."""
