@@ -222,7 +222,8 @@ def main(argv=None) -> int:
         if args.search_leaf == evaluate_search.VALUE_LEAF:
             stats = checkpoint["runner_state"].return_stats
             critic = dict(training_reward=config.training_reward, gamma=config.gamma,
-                          reward_scale=float(ppo.critic_units(config, stats)))
+                          reward_scale=float(ppo.critic_units(config, stats)),
+                          search_reward=args.search_reward or config.training_reward)
         results.update(evaluate_search.search_rows(args, env, env_params, network, params, key,
                                                    int(env_params.max_steps_in_episode),
                                                    critic))

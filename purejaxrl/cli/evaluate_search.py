@@ -68,6 +68,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "checkpoint's critic, the search then maximising the network's own "
                         "training return (its training reward and gamma; rows "
                         "search-N-...-value)")
+    search.add_argument("--search-reward", metavar="NAME",
+                        help="with --search-leaf value: the reward the search's steps earn, "
+                        "one of the env's training rewards (HackMatrix: env, progress, "
+                        "stages), in the critic's units; default the checkpoint's own (rows "
+                        "...-value-rNAME where it differs). The leaf stays the critic's value "
+                        "of the checkpoint's own return")
     search.add_argument("--search-program-bonus", type=bonus_pair, nargs="+",
                         metavar="NAME=B", help="add B to every leaf value where the program "
                         "NAME is owned, in the leaf's units (critic units with --search-leaf "
@@ -159,6 +165,8 @@ def arguments_error(args) -> str | None:
         return "--search-prior-mix-over groups needs --search-prior-mix"
     if args.search_prior_mix_where != "always" and not args.search_prior_mix:
         return "--search-prior-mix-where acquire needs --search-prior-mix"
+    if args.search_reward is not None and args.search_leaf != VALUE_LEAF:
+        return "--search-reward needs --search-leaf value (the reward is in the critic's units)"
     if args.search_until_stage is not None:
         if not wants_search(args):
             return "--search-until-stage needs --search-simulations or --rollout-search"
@@ -188,6 +196,9 @@ def env_error(args, env) -> str | None:
                                       and env.search_hooks.plan_actions(env.env).any()):
         return ("--rollout-hold needs an env with plan actions (HackMatrix: a checkpoint "
                 "trained with --acquire-macro)")
+    if args.search_reward is not None and args.search_reward not in env.training_reward_names:
+        return (f"--search-reward {args.search_reward!r} is not a training reward of the env "
+                f"(one of {', '.join(env.training_reward_names)})")
     if args.search_until_stage is not None and (
             env.num_stages is None or args.search_until_stage > env.num_stages
             or not hasattr(env.search_hooks, "stage_of")):
@@ -231,8 +242,10 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     # The game's hooks (model, worlds, allowed actions); the value leaf replaces its objective.
     game_leaf = "zero" if value_leaf else args.search_leaf
     gamma = critic["gamma"] if value_leaf else search_hooks.DEFAULT_GAMMA
-    objective = (critic_objective(env, network, params, critic["training_reward"],
+    objective = (critic_objective(env, network, params, critic["search_reward"],
                                   critic["reward_scale"]) if value_leaf else {})
+    reward_tag = (f"-r{critic['search_reward']}" if value_leaf and critic["search_reward"]
+                  != critic["training_reward"] else "")
     group_matrix = (env.action_group_matrix() if args.search_prior_mix_over == "groups"
                     else None)
     mix_where = (search_hooks.acquisition_in_reach if args.search_prior_mix_where == "acquire"
@@ -284,19 +297,22 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     program_bonus=bonuses)
-                name, policy = until_stage(args, env, network, params, name,
+                name, policy = until_stage(args, env, network, params, name + reward_tag,
                                            make_search_policy(settings=settings, **hooks))
                 rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
-                                      dict(cost, until_stage=args.search_until_stage))
+                                      dict(cost, until_stage=args.search_until_stage,
+                                           reward=critic and critic["search_reward"]))
     for rollouts in args.rollout_search or []:
         for hold in args.rollout_hold:
             for information in informations:
                 name, policy, cost = rollout_row(args, env, network, params, rollouts,
                                                  information == "fair", game_leaf, gamma,
                                                  objective, recurrent, bonus, bonuses, hold)
-                name, policy = until_stage(args, env, network, params, name, policy)
+                name, policy = until_stage(args, env, network, params, name + reward_tag,
+                                           policy)
                 rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
-                                      dict(cost, until_stage=args.search_until_stage))
+                                      dict(cost, until_stage=args.search_until_stage,
+                                           reward=critic and critic["search_reward"]))
     return rows
 
 

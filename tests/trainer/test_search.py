@@ -705,6 +705,14 @@ def test_search_until_stage_needs_a_search_and_a_checkpoint(flags, message, caps
     assert err.startswith(f"error: {message}") and "\n" not in err
 
 
+def test_search_reward_needs_the_value_leaf(capsys):
+    """``--search-reward`` sets the reward the search's steps earn in the critic's units, so
+    it needs the critic's leaf (``--search-leaf value``): refused before any work, one line."""
+    assert evaluate_main(["--search-simulations", "8", "--search-reward", "stages"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith("error: --search-reward needs --search-leaf value") and "\n" not in err
+
+
 def test_holding_a_plan_is_refused_on_an_env_without_one(capsys, monkeypatch):
     """``--rollout-hold`` needs plan actions (HackMatrix: the acquire macro, which only an
     --acquire-macro checkpoint's env has): refused once the env is built, before any play."""
