@@ -179,6 +179,8 @@ def acquisition_in_reach(obs: Observation, wanted_programs=None) -> jax.Array:
 
 DEFAULT_GAMMA = 0.99
 ROLLOUT_STEPS = 8
+
+
 def stage_of(state: EnvState) -> jax.Array:
     """The stage the player is on (1..8): shown to the player (the observation's stage
     feature), so a policy may switch on it (``--search-until-stage``)."""

@@ -259,6 +259,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     informations = ("fair", "perfect") if args.search_information == "both" else (
         args.search_information,)
     rows = {}
+
+    def add_row(name: str, policy, cost: dict) -> None:
+        # Every row, tree or rollouts, takes the same reward tag and hand-over.
+        name, policy = until_stage(args, env, network, params, name + reward_tag, policy)
+        rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
+                              dict(cost, until_stage=args.search_until_stage,
+                                   reward=critic and critic["search_reward"]))
+
     for simulations in args.search_simulations or []:
         for information in informations:
             for prior in priors:
@@ -297,22 +305,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     program_bonus=bonuses)
-                name, policy = until_stage(args, env, network, params, name + reward_tag,
-                                           make_search_policy(settings=settings, **hooks))
-                rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
-                                      dict(cost, until_stage=args.search_until_stage,
-                                           reward=critic and critic["search_reward"]))
+                add_row(name, make_search_policy(settings=settings, **hooks), cost)
     for rollouts in args.rollout_search or []:
         for hold in args.rollout_hold:
             for information in informations:
                 name, policy, cost = rollout_row(args, env, network, params, rollouts,
                                                  information == "fair", game_leaf, gamma,
                                                  objective, recurrent, bonus, bonuses, hold)
-                name, policy = until_stage(args, env, network, params, name + reward_tag,
-                                           policy)
-                rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
-                                      dict(cost, until_stage=args.search_until_stage,
-                                           reward=critic and critic["search_reward"]))
+                add_row(name, policy, cost)
     return rows
 
 
