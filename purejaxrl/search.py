@@ -180,6 +180,15 @@ def with_value_bonus(leaf_value: Callable, value_bonus: Callable) -> Callable:
     return value
 
 
+def sum_value_terms(terms) -> Optional[Callable]:
+    """One ``value_bonus(state)``: the sum of the leaf terms ``terms`` (callables of the state);
+    None where there is none."""
+    terms = tuple(terms)
+    if not terms:
+        return None
+    return lambda state: sum(term(state) for term in terms)
+
+
 def zero_value(key, obs, state) -> jax.Array:
     del key, obs, state
     return jnp.float32(0.0)

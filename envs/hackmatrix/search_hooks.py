@@ -18,6 +18,12 @@ search steps, the objective it maximises, its leaf values, and the actions it ma
 * **Program bonus.** ``program_bonus``: a hand-set worth of owning programs, added to any
   leaf value, so that a search acquires a program its leaf undervalues (SPEC §4.5). A
   heuristic evaluation term, labelled as such in every row that uses it.
+* **Threat cost.** ``threat_cost``: a hand-set price per enemy alive and transmission pending
+  (beyond those every stage adds at its start), taken off any leaf value. Enemies and
+  transmissions are kept from one stage to the next (game-rules §3.3, §10.1), so a search
+  that lingers on a stage starts the next one in a crowd; a critic trained on a policy that
+  rarely lives that long does not see the cost (SPEC §4.5). A heuristic evaluation term,
+  labelled as such in every row that uses it.
 * **Acquisition in reach.** ``acquisition_in_reach``: from the observation alone, whether a
   siphon now would acquire a program the player does not own; where the search mixes uniform
   into the network's prior only at such nodes (``--search-prior-mix-where acquire``), the
@@ -154,6 +160,28 @@ def program_bonus(bonuses: dict):
 
     def value(state):
         return jnp.sum(jnp.where(state.owned, weights, 0.0))
+    return value
+
+
+def threat_count(state: EnvState) -> jax.Array:
+    """f32: the enemies alive plus the transmissions pending (each hatches into an enemy)."""
+    enemies = jnp.sum(state.enemies.active & (state.enemies.hp > 0))
+    return (enemies + jnp.sum(state.transmissions.active)).astype(jnp.float32)
+
+
+def threat_cost(cost: float):
+    """Leaf term: ``-cost`` per enemy alive and transmission pending (``threat_count``) beyond
+    the stage-start transmissions the game has added so far, 1 + 2 + ... + stage (game-rules
+    §3.3 step 8: ``stage`` of them on each new stage, whatever the player did). That count
+    is the same at every leaf of a stage, so within a stage the term prices only what the
+    player's pace changes (kills, scheduled and siphon spawns); and it rises on an exit by
+    exactly the new stage's transmissions, so reaching the exit costs nothing by itself."""
+    if not (np.isfinite(cost) and cost >= 0):
+        raise ValueError(f"a threat cost must be a finite number >= 0, got {cost}")
+
+    def value(state):
+        added_by_stages = (state.stage * (state.stage + 1) // 2).astype(jnp.float32)
+        return -jnp.float32(cost) * (threat_count(state) - added_by_stages)
     return value
 
 

@@ -81,6 +81,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "that the search acquires it (rows search-N-...-bonus and "
                         "rollout-R-...-bonus: for the rollouts, where a rollout ends alive; "
                         "envs whose search hooks have program_bonus)")
+    search.add_argument("--search-threat-cost", type=finite_float, metavar="C",
+                        help="take C off every leaf value for each enemy alive and "
+                        "transmission pending, in the leaf's units (critic units with "
+                        "--search-leaf value): a hand-set price of the crowd that is kept "
+                        "from one stage to the next, so that the search does not linger "
+                        "(rows ...-threatC; envs whose search hooks have threat_cost)")
     search.add_argument("--search-until-stage", type=int, metavar="K",
                         help="the search plays the stages before K; from stage K on the "
                         "checkpoint's greedy move (shown to the player: the observation has "
@@ -175,6 +181,11 @@ def arguments_error(args) -> str | None:
                     "needs --checkpoint and the checkpoint's prior")
         if args.search_until_stage < 2:
             return f"--search-until-stage must be >= 2, got {args.search_until_stage}"
+    if args.search_threat_cost is not None:
+        if not wants_search(args):
+            return "--search-threat-cost needs --search-simulations or --rollout-search"
+        if args.search_threat_cost <= 0:
+            return f"--search-threat-cost must be > 0, got {args.search_threat_cost:g}"
     if args.search_program_bonus and not wants_search(args):
         return "--search-program-bonus needs --search-simulations or --rollout-search"
     names = [name for name, _ in args.search_program_bonus or []]
@@ -204,6 +215,8 @@ def env_error(args, env) -> str | None:
             or not hasattr(env.search_hooks, "stage_of")):
         return (f"--search-until-stage must be a stage of the env (2..{env.num_stages}) whose "
                 "search hooks have stage_of")
+    if args.search_threat_cost is not None and not hasattr(env.search_hooks, "threat_cost"):
+        return "--search-threat-cost needs an env whose search hooks have threat_cost"
     if not args.search_program_bonus:
         return None
     if not hasattr(env.search_hooks, "program_bonus"):
@@ -235,8 +248,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     its critic estimates."""
     from purejaxrl.networks import is_recurrent
     from purejaxrl.search import (SearchSettings, critic_objective, make_search_policy,
-                                  network_node, network_prior, uniform_prior,
-                                  with_value_bonus)
+                                  network_node, network_prior, sum_value_terms,
+                                  uniform_prior, with_value_bonus)
     search_hooks = env.search_hooks  # the env's model, worlds, leaf values, action counters
     value_leaf = args.search_leaf == VALUE_LEAF
     # The game's hooks (model, worlds, allowed actions); the value leaf replaces its objective.
@@ -251,7 +264,12 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     mix_where = (search_hooks.acquisition_in_reach if args.search_prior_mix_where == "acquire"
                  else None)
     bonuses = dict(args.search_program_bonus or [])
-    bonus = search_hooks.program_bonus(bonuses) if bonuses else None
+    threat = args.search_threat_cost
+    # The hand-set leaf terms, summed: the programs' worth, the crowd's price.
+    bonus = sum_value_terms(
+        ([search_hooks.program_bonus(bonuses)] if bonuses else [])
+        + ([search_hooks.threat_cost(threat)] if threat is not None else []))
+    threat_tag = f"-threat{threat:g}" if threat is not None else ""
     recurrent = params is not None and is_recurrent(network)
 
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
@@ -261,11 +279,13 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     rows = {}
 
     def add_row(name: str, policy, cost: dict) -> None:
-        # Every row, tree or rollouts, takes the same reward tag and hand-over.
-        name, policy = until_stage(args, env, network, params, name + reward_tag, policy)
+        # Every row, tree or rollouts, takes the same reward and threat tags and hand-over.
+        name, policy = until_stage(args, env, network, params, name + reward_tag + threat_tag,
+                                   policy)
         rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
                               dict(cost, until_stage=args.search_until_stage,
-                                   reward=critic and critic["search_reward"]))
+                                   reward=critic and critic["search_reward"],
+                                   threat_cost=threat))
 
     for simulations in args.search_simulations or []:
         for information in informations:
@@ -334,9 +354,10 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
                 hold: int = 1):
     """(row name, policy, cost) of the rollout search with ``rollouts`` rollouts per
     candidate: the checkpoint's network ranks the candidates, plays the rollouts and (with
-    the value leaf) ends them; without a checkpoint, uniform random playouts. ``bonus``
-    (``search_hooks.program_bonus``): added to the value where a rollout ends alive. ``hold``:
-    a plan candidate's steps before the network plays on (``RolloutSettings.hold_steps``)."""
+    the value leaf) ends them; without a checkpoint, uniform random playouts. ``bonus`` (the
+    summed leaf terms, ``search_hooks.program_bonus`` and ``threat_cost``): added to the value
+    where a rollout ends alive. ``hold``: a plan candidate's steps before the network plays
+    on (``RolloutSettings.hold_steps``)."""
     from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_policy
     from purejaxrl.search import network_node, network_prior, uniform_prior, with_value_bonus
     hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf), **objective}

@@ -599,6 +599,35 @@ def test_program_bonus_is_the_sum_over_the_programs_owned():
         search_hooks.program_bonus({"resett": 1.0})
 
 
+def test_threat_cost_prices_the_crowd_beyond_the_stage_start_transmissions():
+    """``search_hooks.threat_cost``: ``-cost`` per enemy alive and per transmission pending
+    (each hatches into an enemy; both are kept into the next stage, game-rules §3.3), less the
+    1 + 2 + ... + stage transmissions the stages have added at their start, so that an exit,
+    which adds the new stage's, changes nothing by itself; a slot whose enemy has no HP left
+    is not a threat; a negative or non-finite cost is refused. ``search.sum_value_terms``
+    adds it to the program bonus."""
+    def board(stage, transmissions=1):
+        return set_state({
+            "stage": stage, "player": {"row": 0, "col": 0},
+            "ownedPrograms": [_program("reset")],
+            "enemies": [{"type": "daemon", "row": 2, "col": 4, "hp": 3},
+                        {"type": "virus", "row": 4, "col": 4, "hp": 0},
+                        {"type": "glitch", "row": 1, "col": 1, "hp": 1}],
+            "transmissions": [{"row": 5, "col": index, "turnsRemaining": 2,
+                               "enemyType": "glitch"} for index in range(transmissions)]})
+    cost = search_hooks.threat_cost(0.25)
+    assert float(search_hooks.threat_count(board(1))) == 3.0
+    assert float(cost(board(1))) == pytest.approx(-0.25 * (3 - 1))
+    assert float(cost(board(3))) == pytest.approx(-0.25 * (3 - 6))
+    assert float(cost(board(4, transmissions=1 + 4))) == pytest.approx(float(cost(board(3))))
+    both = search.sum_value_terms([search_hooks.program_bonus({"reset": 2.0}), cost])
+    assert float(both(board(1))) == pytest.approx(1.5)
+    assert search.sum_value_terms([]) is None
+    for bad in (-1.0, float("nan")):
+        with pytest.raises(ValueError, match="a threat cost must be a finite number >= 0"):
+            search_hooks.threat_cost(bad)
+
+
 def test_a_recurrent_search_carries_the_memory_down_the_tree():
     """``make_recurrent_search_teacher``: the root is evaluated from the player's memory and
     each child from its parent's memory after the parent's observation. The node here counts
@@ -643,6 +672,10 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--search-program-bonus needs --search-simulations or --rollout-search"),
     (["--search-simulations", "8", "--search-program-bonus", "reset=0.5", "reset=1"],
      "--search-program-bonus names a program twice"),
+    (["--search-threat-cost", "0.5"],
+     "--search-threat-cost needs --search-simulations or --rollout-search"),
+    (["--search-simulations", "8", "--search-threat-cost", "0"],
+     "--search-threat-cost must be > 0, got 0"),
     (["--search-simulations", "8", "--search-prior-mix", "1.5"],
      "--search-prior-mix must be in [0, 1], got 1.5"),
     (["--search-simulations", "8", "--search-prior-mix", "0.25"],
