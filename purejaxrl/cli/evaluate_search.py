@@ -93,6 +93,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "the stage), on the same boards and keys, so up to stage K a game is "
                         "the search row's own (rows ...-untilK; needs --checkpoint and its "
                         "prior)")
+    search.add_argument("--search-value-scale", type=finite_float, default=0.1, metavar="V",
+                        help="weight of the completed Q-values (min-max normalised per node) "
+                        "against the prior logits, in the tree's selection and its move "
+                        "(mctx's value_scale; default 0.1: the Q term adds at most about 5 "
+                        "logits, so a confident prior is seldom overruled; rows ...-vsV)")
+    search.add_argument("--search-gumbel-scale", type=finite_float, default=1.0, metavar="G",
+                        help="scale of the Gumbel noise on the root's logits (default 1, "
+                        "Gumbel MuZero's sampling without replacement; 0: the considered "
+                        "actions and the move are the deterministic best; rows ...-gG)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
@@ -157,6 +166,14 @@ def arguments_error(args) -> str | None:
         return "--rollout-policy greedy needs --checkpoint (a uniform policy has no greedy move)"
     if args.search_worlds < 1:
         return f"--search-worlds must be >= 1, got {args.search_worlds}"
+    if args.search_value_scale <= 0:
+        return f"--search-value-scale must be > 0, got {args.search_value_scale:g}"
+    if args.search_gumbel_scale < 0:
+        return f"--search-gumbel-scale must be >= 0, got {args.search_gumbel_scale:g}"
+    if not args.search_simulations and (args.search_value_scale != 0.1
+                                        or args.search_gumbel_scale != 1.0):
+        return ("--search-value-scale and --search-gumbel-scale shape the tree search: they "
+                "need --search-simulations")
     if args.search_boards_in_flight < 1:
         return f"--search-boards-in-flight must be >= 1, got {args.search_boards_in_flight}"
     if args.search_prior in ("checkpoint", "both") and not args.checkpoint:
@@ -230,13 +247,16 @@ def env_error(args, env) -> str | None:
 
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
              bonus: bool = False, mix: float = 0.0, mix_over: str = "actions",
-             mix_where: str = "always") -> str:
+             mix_where: str = "always", value_scale: float = 0.1,
+             gumbel_scale: float = 1.0) -> str:
     mix_tag = ("gmix" if mix_over == "groups" else "mix") + f"{mix:g}" + (
         "" if mix_where == "always" else f"-{mix_where}")
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
             + (f"-{mix_tag}" if prior == "checkpoint" and mix else "")
             + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
-            + ("-bonus" if bonus else ""))
+            + ("-bonus" if bonus else "")
+            + ("" if value_scale == 0.1 else f"-vs{value_scale:g}")
+            + ("" if gumbel_scale == 1.0 else f"-g{gumbel_scale:g}"))
 
 
 def search_rows(args, env, env_params, network, params, key, max_steps: int,
@@ -293,7 +313,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 fair = information == "fair"
                 worlds = args.search_worlds if fair else 1
                 settings = SearchSettings(num_simulations=simulations, num_worlds=worlds,
-                                          gamma=gamma)
+                                          gamma=gamma, value_scale=args.search_value_scale,
+                                          gumbel_scale=args.search_gumbel_scale)
                 hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf),
                          **objective}
                 if recurrent and (prior == "checkpoint" or value_leaf):
@@ -315,13 +336,16 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                                                             group_matrix, mix_where))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
                                 args.search_prior_mix, args.search_prior_mix_over,
-                                args.search_prior_mix_where)
+                                args.search_prior_mix_where, args.search_value_scale,
+                                args.search_gumbel_scale)
                 cost = dict(
                     simulations=simulations, worlds=worlds, information=information,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,
                     prior_uniform_share=args.search_prior_mix if prior == "checkpoint" else 0.0,
                     prior_mix_over=args.search_prior_mix_over,
                     prior_mix_where=args.search_prior_mix_where,
+                    value_scale=args.search_value_scale,
+                    gumbel_scale=args.search_gumbel_scale,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     program_bonus=bonuses)

@@ -676,6 +676,12 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
      "--search-threat-cost needs --search-simulations or --rollout-search"),
     (["--search-simulations", "8", "--search-threat-cost", "0"],
      "--search-threat-cost must be > 0, got 0"),
+    (["--search-simulations", "8", "--search-value-scale", "0"],
+     "--search-value-scale must be > 0, got 0"),
+    (["--search-simulations", "8", "--search-gumbel-scale", "-1"],
+     "--search-gumbel-scale must be >= 0, got -1"),
+    (["--rollout-search", "2", "--search-gumbel-scale", "0"],
+     "--search-value-scale and --search-gumbel-scale shape the tree search"),
     (["--search-simulations", "8", "--search-prior-mix", "1.5"],
      "--search-prior-mix must be in [0, 1], got 1.5"),
     (["--search-simulations", "8", "--search-prior-mix", "0.25"],
@@ -715,6 +721,33 @@ def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsy
     assert evaluate_main(arguments) == 2
     err = capsys.readouterr().err.strip()
     assert err.startswith(f"error: {message}") and "\n" not in err
+
+
+def test_value_and_gumbel_scales_reach_the_tree_search_and_name_its_row(monkeypatch):
+    """``--search-value-scale V --search-gumbel-scale G`` are the ``SearchSettings`` of every
+    tree row and its name's ``-vsV-gG`` (the defaults, 0.1 and 1, add no tag); the JSON's cost
+    records both. No board is played here."""
+    from purejaxrl.cli import evaluate, evaluate_search
+    captured = {}
+
+    def capture(settings, **hooks):
+        captured.setdefault("settings", []).append(settings)
+        return "policy"
+    monkeypatch.setattr(search, "make_search_policy", capture)
+    monkeypatch.setattr(evaluate_search, "play_row",
+                        lambda args, env, params, policy, key, steps, name, cost: cost)
+    env = TrainerEnv(HackMatrix(), None)
+    for flags, name, scales in (
+            ([], "search-4", (0.1, 1.0)),
+            (["--search-value-scale", "0.5", "--search-gumbel-scale", "0"], "search-4-vs0.5-g0",
+             (0.5, 0.0))):
+        captured.clear()
+        args = evaluate.build_parser().parse_args(["--search-simulations", "4", *flags])
+        rows = evaluate_search.search_rows(args, env, None, None, None, None, 10)
+        assert list(rows) == [name]
+        settings = captured["settings"][0]
+        assert (settings.value_scale, settings.gumbel_scale) == scales
+        assert (rows[name]["value_scale"], rows[name]["gumbel_scale"]) == scales
 
 
 @pytest.mark.parametrize("value", ["reset", "reset=high", "=0.5", "reset=nan"])
