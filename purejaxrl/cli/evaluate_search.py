@@ -85,21 +85,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="take C off every leaf value for each enemy alive and "
                         "transmission pending, in the leaf's units (critic units with "
                         "--search-leaf value): a hand-set price of the crowd that is kept "
-                        "from one stage to the next, so that the search does not linger "
-                        "(rows ...-threatC; envs whose search hooks have threat_cost)")
+                        "from one stage to the next (beyond the transmissions every stage "
+                        "adds at its start; rows ...-threatC; envs whose search hooks have "
+                        "threat_cost)")
     search.add_argument("--search-until-stage", type=int, metavar="K",
                         help="the search plays the stages before K; from stage K on the "
                         "checkpoint's greedy move (shown to the player: the observation has "
                         "the stage), on the same boards and keys, so up to stage K a game is "
                         "the search row's own (rows ...-untilK; needs --checkpoint and its "
                         "prior)")
-    search.add_argument("--search-value-scale", type=finite_float, default=0.1, metavar="V",
+    search.add_argument("--search-value-scale", type=finite_float, metavar="V",
                         help="weight of the completed Q-values (min-max normalised per node) "
                         "against the prior logits, in the tree's selection and its move "
-                        "(mctx's value_scale; default 0.1: the Q term adds at most about 5 "
-                        "logits, so a confident prior is seldom overruled; rows ...-vsV)")
-    search.add_argument("--search-gumbel-scale", type=finite_float, default=1.0, metavar="G",
-                        help="scale of the Gumbel noise on the root's logits (default 1, "
+                        "(mctx's value_scale; default the search's own, mctx's 0.1: the Q "
+                        "term adds at most about 5 logits, so a confident prior is seldom "
+                        "overruled; rows ...-vsV)")
+    search.add_argument("--search-gumbel-scale", type=finite_float, metavar="G",
+                        help="scale of the Gumbel noise on the root's logits (default "
+                        "the search's own, 1: "
                         "Gumbel MuZero's sampling without replacement; 0: the considered "
                         "actions and the move are the deterministic best; rows ...-gG)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
@@ -166,12 +169,12 @@ def arguments_error(args) -> str | None:
         return "--rollout-policy greedy needs --checkpoint (a uniform policy has no greedy move)"
     if args.search_worlds < 1:
         return f"--search-worlds must be >= 1, got {args.search_worlds}"
-    if args.search_value_scale <= 0:
+    if args.search_value_scale is not None and args.search_value_scale <= 0:
         return f"--search-value-scale must be > 0, got {args.search_value_scale:g}"
-    if args.search_gumbel_scale < 0:
+    if args.search_gumbel_scale is not None and args.search_gumbel_scale < 0:
         return f"--search-gumbel-scale must be >= 0, got {args.search_gumbel_scale:g}"
-    if not args.search_simulations and (args.search_value_scale != 0.1
-                                        or args.search_gumbel_scale != 1.0):
+    if not args.search_simulations and (args.search_value_scale is not None
+                                        or args.search_gumbel_scale is not None):
         return ("--search-value-scale and --search-gumbel-scale shape the tree search: they "
                 "need --search-simulations")
     if args.search_boards_in_flight < 1:
@@ -247,16 +250,18 @@ def env_error(args, env) -> str | None:
 
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
              bonus: bool = False, mix: float = 0.0, mix_over: str = "actions",
-             mix_where: str = "always", value_scale: float = 0.1,
-             gumbel_scale: float = 1.0) -> str:
+             mix_where: str = "always", value_scale: float | None = None,
+             gumbel_scale: float | None = None) -> str:
+    """The row's name; ``value_scale`` and ``gumbel_scale`` tag it where given (None: the
+    search's defaults)."""
     mix_tag = ("gmix" if mix_over == "groups" else "mix") + f"{mix:g}" + (
         "" if mix_where == "always" else f"-{mix_where}")
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
             + (f"-{mix_tag}" if prior == "checkpoint" and mix else "")
             + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
             + ("-bonus" if bonus else "")
-            + ("" if value_scale == 0.1 else f"-vs{value_scale:g}")
-            + ("" if gumbel_scale == 1.0 else f"-g{gumbel_scale:g}"))
+            + ("" if value_scale is None else f"-vs{value_scale:g}")
+            + ("" if gumbel_scale is None else f"-g{gumbel_scale:g}"))
 
 
 def search_rows(args, env, env_params, network, params, key, max_steps: int,
@@ -290,6 +295,11 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
         ([search_hooks.program_bonus(bonuses)] if bonuses else [])
         + ([search_hooks.threat_cost(threat)] if threat is not None else []))
     threat_tag = f"-threat{threat:g}" if threat is not None else ""
+    # The tree's Q weight and root noise where asked for, else SearchSettings' own; a row is
+    # tagged only where they differ from those.
+    scales = {name: value for name, value in (("value_scale", args.search_value_scale),
+                                              ("gumbel_scale", args.search_gumbel_scale))
+              if value is not None and value != getattr(SearchSettings, name)}
     recurrent = params is not None and is_recurrent(network)
 
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
@@ -313,8 +323,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 fair = information == "fair"
                 worlds = args.search_worlds if fair else 1
                 settings = SearchSettings(num_simulations=simulations, num_worlds=worlds,
-                                          gamma=gamma, value_scale=args.search_value_scale,
-                                          gumbel_scale=args.search_gumbel_scale)
+                                          gamma=gamma, **scales)
                 hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf),
                          **objective}
                 if recurrent and (prior == "checkpoint" or value_leaf):
@@ -336,16 +345,14 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                                                             group_matrix, mix_where))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
                                 args.search_prior_mix, args.search_prior_mix_over,
-                                args.search_prior_mix_where, args.search_value_scale,
-                                args.search_gumbel_scale)
+                                args.search_prior_mix_where, **scales)
                 cost = dict(
                     simulations=simulations, worlds=worlds, information=information,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,
                     prior_uniform_share=args.search_prior_mix if prior == "checkpoint" else 0.0,
                     prior_mix_over=args.search_prior_mix_over,
                     prior_mix_where=args.search_prior_mix_where,
-                    value_scale=args.search_value_scale,
-                    gumbel_scale=args.search_gumbel_scale,
+                    value_scale=settings.value_scale, gumbel_scale=settings.gumbel_scale,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     program_bonus=bonuses)
