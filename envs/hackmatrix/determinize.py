@@ -34,7 +34,7 @@ import numpy as np
 
 from .core.constants import (BLOCK, CRYPTOG, GRID, N_CELLS, N_ENEMY_TYPES, N_PROGRAMS,
                              PROGRAM_SPAWN_COST)
-from .core.entities import cell_index, enemy_visible
+from .core.entities import alive_enemies, cell_index, enemy_visible
 from .core.rng import uniform_below
 from .core.state import EnvState
 from .observation import build_observation
@@ -65,7 +65,7 @@ def hidden_cryptogs(state: EnvState) -> jax.Array:
     """bool[E]: live cryptogs the observation does not report (out of line, no SHOW)."""
     e, p = state.enemies, state.player
     visible = enemy_visible(e.kind, e.row, e.col, p.row, p.col, state.show)
-    return e.active & (e.hp > 0) & (e.kind == CRYPTOG) & ~visible
+    return alive_enemies(e) & (e.kind == CRYPTOG) & ~visible
 
 
 def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:

@@ -12,6 +12,7 @@ from .core import generation, reward_ledger, rewards
 from . import ENV_VERSION, acquire_macro, baselines, observation, training
 from .core.constants import (ACTION_SIPHON, GRID, N_ACTIONS, N_PROGRAMS, N_STAGES,
                              PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
+from .core.entities import alive_enemies
 from .core.game import step_game, step_keys
 from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
@@ -407,7 +408,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         that the player's own siphons spawned, and the transmissions still to hatch: whether
         the deaths come from what siphoning adds to the board)."""
         e = state.enemies
-        alive = e.active & (e.hp > 0)
+        alive = alive_enemies(e)
         return {"hp": state.player.hp, "credits": state.player.credits,
                 "energy": state.player.energy,
                 "programs_owned": jnp.sum(state.owned).astype(jnp.int32),

@@ -12,7 +12,7 @@ import numpy as np
 
 from .core.constants import (BLOCK, DATA_SIPHON, EXIT, GRID, N_CELLS, N_ENEMY_TYPES,
                              N_PROGRAMS, N_STAGES)
-from .core.entities import cell_index, enemy_visible
+from .core.entities import alive_enemies, cell_index, enemy_visible
 from .core.mask import action_mask
 from .core.state import EnvState
 
@@ -114,7 +114,7 @@ def _enemy_channels(state: EnvState) -> jax.Array:
     e, p = state.enemies, state.player
     cells = jnp.arange(N_CELLS)
     # Only live enemies are candidates: the first with hp > 0 is the one reported.
-    live_on_cell = (e.active & (e.hp > 0))[:, None] & (cell_index(e.row, e.col)[:, None] == cells)
+    live_on_cell = alive_enemies(e)[:, None] & (cell_index(e.row, e.col)[:, None] == cells)
     reported = _first_per_cell(live_on_cell, e.seq)  # [E, 36]
     # A cryptog is reported only in the player's row or column or under SHOW; when the first
     # live enemy is a hidden cryptog the cell shows no enemy at all, even if a visible one

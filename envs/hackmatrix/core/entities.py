@@ -110,6 +110,12 @@ def remove_transmissions(transmissions: Transmissions, match: jax.Array):
     return transmissions.replace(active=transmissions.active & ~match), kill.astype(jnp.int32)
 
 
+def alive_enemies(enemies: Enemies) -> jax.Array:
+    """bool[E]: the enemies in play with HP left (a killed enemy keeps its slot until
+    ``remove_dead_enemies`` clears it)."""
+    return enemies.active & (enemies.hp > 0)
+
+
 def remove_dead_enemies(enemies: Enemies):
     """Swift ``removeDeadEnemies``: remove hp <= 0; counts every removed non-scheduled enemy."""
     dead = enemies.active & (enemies.hp <= 0)
