@@ -147,6 +147,22 @@ def test_the_mask_offers_the_macro_and_the_step_plays_its_move():
     assert bool(state.owned[PROGRAM_NAMES.index("reset")])
 
 
+def test_batched_lanes_plan_only_where_the_macro_is_taken():
+    """Under vmap only the lanes that take the macro run its plan (``sparse_update``): each
+    lane's played action equals the lane played alone, the macro's move where offered, 28
+    where not, and any other action unchanged."""
+    offered, refused = _board(), _board(blocks=[])
+    lanes = [(offered, MACRO, RIGHT), (refused, MACRO, MACRO), (offered, LEFT, LEFT),
+             (refused, UP, UP), (offered, ACTION_SIPHON, ACTION_SIPHON)]
+    states = jax.tree.map(lambda *leaves: jnp.stack(leaves), *[lane[0] for lane in lanes])
+    actions = jnp.asarray([lane[1] for lane in lanes], jnp.int32)
+    played = jax.jit(jax.vmap(WITH_MACRO.played_action))(states, actions)
+    np.testing.assert_array_equal(played, [lane[2] for lane in lanes])
+    alone = jax.jit(WITH_MACRO.played_action)
+    for state, action, expected in lanes:
+        assert int(alone(state, action)) == expected
+
+
 def test_the_macro_where_it_is_not_offered_is_an_invalid_action():
     """Played where the mask refuses it, the macro is an invalid action like any other masked
     one (decisions R4: the episode terminates, the game state does not change)."""

@@ -158,6 +158,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.max_transmissions = max_transmissions
         self.history_size = history_size
         self._sparse_new_boards = sparse_update(self._new_boards)
+        self._sparse_macro_move = sparse_update(self._macro_move)
 
     def _config(self):
         return (self.reward_shaping, self.close_undo_exploit, self.undo_pays_once,
@@ -200,9 +201,16 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         the macro's move for action 28 (28, which fails, where the macro is not offered)."""
         if not self.acquire_macro:
             return action
+        action = jnp.asarray(action, jnp.int32)
+        # The plan is a BFS the mask has already paid for; most steps do not take the macro,
+        # so only the lanes that do plan again (sparse_update: the cost follows them).
+        return self._sparse_macro_move(action == N_ACTIONS, action, state)
+
+    def _macro_move(self, action, state: EnvState) -> jax.Array:
+        """The game action the macro plays in ``state`` (28, which fails, where it is not
+        offered); ``action`` is the macro's, replaced."""
         offered, move = self._macro(state, observation.build_observation(state))
-        return jnp.where(action == N_ACTIONS, jnp.where(offered, move, N_ACTIONS),
-                         action).astype(jnp.int32)
+        return jnp.where(offered, move, action).astype(jnp.int32)
 
     def _macro(self, state: EnvState, obs: observation.Observation):
         """(offered, move) of the acquire macro in ``state``, whose observation is ``obs``:
