@@ -249,6 +249,23 @@ def end_causes(results: dict) -> dict:
             "unfinished": ~finished}
 
 
+def game_outcomes(results: dict) -> dict:
+    """Board by board (host side; index i is the i-th env of the evaluation's key, the same
+    board for every row of a run): how the game ended (one of ``END_CAUSES``), its length and
+    return, and its stage where the env has stages, so that two rows can be compared on the
+    same boards and a single game found again."""
+    results = jax.device_get(results)
+    causes = end_causes(results)
+    ends = np.full(np.shape(results["finished"]), "unfinished", dtype=object)
+    for cause, flags in causes.items():
+        ends[flags] = cause
+    games = {"end": ends.tolist(), "length": np.asarray(results["length"]).tolist(),
+             "return": np.round(np.asarray(results["episode_return"], float), 4).tolist()}
+    if "stage" in results:
+        games["stage"] = np.asarray(results["stage"]).tolist()
+    return games
+
+
 def stage_report(results: dict, num_stages: int | None = None) -> list[dict]:
     """Where the games end, one row per stage 1..``num_stages`` (default: the highest stage
     any game reached): ``reached`` and ``cleared`` (a share of all games; a stage is cleared by

@@ -136,9 +136,9 @@ def main(argv=None) -> int:
     from purejaxrl import ppo
     print(describe_backend(), file=sys.stderr)
     from purejaxrl.config import ConfigError
-    from purejaxrl.evaluation import (format_stage_report, make_policy_comparison,
-                                      network_policy, random_policy, stage_report,
-                                      summarize_episodes)
+    from purejaxrl.evaluation import (format_stage_report, game_outcomes,
+                                      make_policy_comparison, network_policy, random_policy,
+                                      stage_report, summarize_episodes)
     from purejaxrl.policy import PolicyError, load_policy
     from purejaxrl.search import stage_reached_shares
 
@@ -214,6 +214,7 @@ def main(argv=None) -> int:
             episodes = play(index, key)
             results[name] = summarize_episodes(episodes, group_env)
             results[name]["stages"] = stage_report(episodes, group_env.num_stages)
+            results[name]["games"] = game_outcomes(episodes)
             if group_env.search_hooks is not None:  # beside the search rows' stage table
                 results[name]["stage_reached"] = stage_reached_shares(episodes,
                                                                       group_env.num_stages)

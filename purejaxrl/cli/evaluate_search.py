@@ -439,7 +439,7 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     summary gets the stage shares, the stage report (``evaluation.stage_report``, as every
     other row), the final-state values and ``cost`` with the timings."""
     import jax
-    from purejaxrl.evaluation import stage_report, summarize_episodes
+    from purejaxrl.evaluation import game_outcomes, stage_report, summarize_episodes
     from purejaxrl.search import play_boards, stage_reached_shares
     search_hooks = env.search_hooks
     final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
@@ -457,6 +457,7 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     summary["stage_reached"] = stage_reached_shares(episodes, env.num_stages)
     summary["final_state"] = final_state_means(episodes, final_values, final_labels)
     summary["stages"] = stage_report(episodes, env.num_stages)
+    summary["games"] = game_outcomes(episodes)
     moves = int(jax.device_get(episodes["length"]).sum())
     summary["search"] = dict(cost, moves=moves, wall_s=wall_s,
                              wall_s_per_move=wall_s / max(moves, 1), compile_s=compile_s,

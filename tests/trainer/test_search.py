@@ -21,7 +21,7 @@ from envs.hackmatrix.core.constants import N_ACTIONS, PROGRAM_ACTION_OFFSET, PRO
 from purejaxrl import search
 from purejaxrl.cli.evaluate import main as evaluate_main
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.evaluation import RecurrentPolicy, play_episodes, stage_report
+from purejaxrl.evaluation import RecurrentPolicy, game_outcomes, play_episodes, stage_report
 from tests.trainer.fork_env import Fork, TableCritic
 
 ENV = HackMatrix()  # set_state's shapes (no reward ledger)
@@ -329,11 +329,12 @@ def test_a_search_row_has_the_stage_report_of_every_other_row():
     import argparse
     from purejaxrl.cli import evaluate_search
     env, key, boards = countdown(), jax.random.PRNGKey(3), 11
-    reference = stage_report(jax.jit(lambda k: play_episodes(
-        env, None, counting_policy, k, boards, 50))(key), env.num_stages)
+    played = jax.jit(lambda k: play_episodes(env, None, counting_policy, k, boards, 50))(key)
+    reference = stage_report(played, env.num_stages)
     args = argparse.Namespace(episodes=boards, search_boards_in_flight=3)
     summary = evaluate_search.play_row(args, env, None, counting_policy, key, 50, "row", {})
     assert summary["stages"] == reference
+    assert summary["games"] == game_outcomes(played)  # board by board, in the same order
     assert any(row["ended"]["died"] for row in reference)  # the report is not empty
 
 

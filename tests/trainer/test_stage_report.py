@@ -7,8 +7,8 @@ import pytest
 
 from envs import registry
 from purejaxrl.env_protocol import TrainerEnv
-from purejaxrl.evaluation import (END_CAUSES, end_causes, format_stage_report, play_episodes,
-                                  stage_report)
+from purejaxrl.evaluation import (END_CAUSES, end_causes, format_stage_report, game_outcomes,
+                                  play_episodes, stage_report)
 
 STAGE_BINS = 4  # stages 0..3
 
@@ -27,13 +27,22 @@ def hand_made_results():
             "died": np.array([1, 0, 1, 0], bool), "truncated": np.array([0, 1, 0, 0], bool),
             "invalid": np.zeros(4, bool), "finished": np.ones(4, bool),
             "stage_steps": steps, "stage_programs": programs,
-            "end_credits": np.array([0, 1, 2, 7])}
+            "end_credits": np.array([0, 1, 2, 7]), "length": np.array([5, 14, 14, 6]),
+            "episode_return": np.array([0.5, 1.25, -1.0, 9.0], np.float32)}
 
 
 def test_every_game_has_exactly_one_end_cause():
     causes = end_causes(hand_made_results())
     assert set(causes) == set(END_CAUSES)
     assert np.all(sum(flags.astype(int) for flags in causes.values()) == 1)
+
+
+def test_game_outcomes_list_each_board_in_order_with_its_one_end_cause():
+    """The JSON's per-board list: game i's end cause, length, return and stage, in the
+    evaluation's board order (so two rows compare board by board)."""
+    games = game_outcomes(hand_made_results())
+    assert games == {"end": ["died", "truncated", "died", "won"], "length": [5, 14, 14, 6],
+                     "return": [0.5, 1.25, -1.0, 9.0], "stage": [1, 2, 3, 3]}
 
 
 def test_stage_rows_count_reach_clear_and_how_games_end_there():
