@@ -107,6 +107,10 @@ class TrainConfig:
     acquire_macro_pool: tuple = struct.field(pytree_node=False, default=())
     # The first stage on which the macro is offered (1: every stage).
     acquire_macro_from_stage: int = struct.field(pytree_node=False, default=1)
+    # HackMatrix's exit-distance view: the board-view encoders see one more channel per cell,
+    # its path distance to the exit read from the observation (the env's
+    # ``exit_distance_view``). Part of the agent: its network is built for that view.
+    exit_distance_view: bool = struct.field(pytree_node=False, default=False)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -340,11 +344,12 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "program_block_pool": [], "program_block_share": 0.5,
                       "acquire_macro": False, "acquire_macro_pool": [],
-                      "acquire_macro_from_stage": 1,
+                      "acquire_macro_from_stage": 1, "exit_distance_view": False,
                       "explore_pool": [], "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
 # Env options that belong to the agent (kept by ``for_play``, given to the judged env).
-AGENT_ENV_OPTIONS = ("acquire_macro", "acquire_macro_pool", "acquire_macro_from_stage")
+AGENT_ENV_OPTIONS = ("acquire_macro", "acquire_macro_pool", "acquire_macro_from_stage",
+                     "exit_distance_view")
 # Fields that hold a tuple of names (a list in JSON).
 NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
                     "explore_pool", "acquire_macro_pool")
@@ -544,6 +549,9 @@ def validate_config(config: TrainConfig) -> None:
          f"got {config.acquire_macro_from_stage!r}")
     need(config.acquire_macro_from_stage == 1 or config.acquire_macro,
          "--acquire-macro-from-stage needs --acquire-macro (the macro it holds back)")
+    need(not config.exit_distance_view or config.encoder in BOARD_ENCODERS,
+         f"--exit-distance-view needs a board encoder ({', '.join(BOARD_ENCODERS)}): "
+         f"--encoder {config.encoder} does not read the board view")
     need(not config.start_programs_pool or config.start_programs > 0,
          "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
     for flag, share in (("--start-programs-share", config.start_programs_share),

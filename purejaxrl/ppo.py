@@ -72,7 +72,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                          ("--explore-pool", "explore_pool"),
                          ("--acquire-macro", "acquire_macro"),
                          ("--acquire-macro-pool", "acquire_macro_pool"),
-                         ("--acquire-macro-from-stage", "acquire_macro_from_stage")):
+                         ("--acquire-macro-from-stage", "acquire_macro_from_stage"),
+                         ("--exit-distance-view", "exit_distance_view")):
         if (getattr(config, option) != TrainConfig.__dataclass_fields__[option].default
                 and not registry.takes_option(config.env, option)):
             raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
@@ -91,7 +92,8 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
                                     explore_pool=config.explore_pool,
                                     acquire_macro=config.acquire_macro,
                                     acquire_macro_pool=config.acquire_macro_pool,
-                                    acquire_macro_from_stage=config.acquire_macro_from_stage)
+                                    acquire_macro_from_stage=config.acquire_macro_from_stage,
+                                    exit_distance_view=config.exit_distance_view)
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

@@ -153,7 +153,8 @@ def env_options_of(config) -> dict:
             "max_episode_steps": config.max_episode_steps, "gamma": config.gamma,
             "acquire_macro": config.acquire_macro,
             "acquire_macro_pool": list(config.acquire_macro_pool),
-            "acquire_macro_from_stage": config.acquire_macro_from_stage}
+            "acquire_macro_from_stage": config.acquire_macro_from_stage,
+            "exit_distance_view": config.exit_distance_view}
 
 
 def config_for_options(options: dict):

@@ -77,7 +77,10 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     plan read from the observation (``acquire_macro``: prior knowledge in the action space,
     off by default; the mask gains its entry, bool[29]), for the programs of
     ``acquire_macro_pool`` only where it names some, and offered only from stage
-    ``acquire_macro_from_stage`` on (1: every stage); slot capacities.
+    ``acquire_macro_from_stage`` on (1: every stage); ``exit_distance_view`` gives the
+    board-view encoders one more channel per cell, its path distance to the exit read from the
+    observation (``training.exit_distance_map``: prior knowledge in the agent's view, off by
+    default; the observation itself is unchanged); slot capacities.
     """
 
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
@@ -87,7 +90,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                         "start_programs", "start_programs_share", "start_programs_pool",
                         "program_potential", "program_potential_pool", "program_block_pool",
                         "program_block_share", "explore_pool", "acquire_macro",
-                        "acquire_macro_pool", "acquire_macro_from_stage")
+                        "acquire_macro_pool", "acquire_macro_from_stage", "exit_distance_view")
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -99,7 +102,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  program_block_pool: tuple[str, ...] = (), program_block_share: float = 0.5,
                  explore_pool: tuple[str, ...] = (), acquire_macro: bool = False,
                  acquire_macro_pool: tuple[str, ...] = (), acquire_macro_from_stage: int = 1,
-                 max_enemies: int = MAX_ENEMIES,
+                 exit_distance_view: bool = False, max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
         if reward_shaping not in SHAPING_MODES:
             raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
@@ -145,6 +148,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         self.acquire_macro = bool(acquire_macro)
         self.acquire_macro_pool = tuple(acquire_macro_pool)
         self.acquire_macro_from_stage = acquire_macro_from_stage
+        self.exit_distance_view = bool(exit_distance_view)
         # bool[23] of the programs the macro goes for (None: every program not owned).
         self._macro_wanted = (np.isin(np.arange(N_PROGRAMS), macro_pool_indices)
                               if acquire_macro_pool else None)
@@ -166,7 +170,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                 self.program_potential, self.program_potential_pool,
                 self.program_block_pool, self.program_block_share, self.explore_pool,
                 self.acquire_macro, self.acquire_macro_pool, self.acquire_macro_from_stage,
-                self.max_enemies,
+                self.exit_distance_view, self.max_enemies,
                 self.max_transmissions, self.history_size)
 
     def __hash__(self):
@@ -437,7 +441,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return observation.flatten(obs)
 
     def board_view(self, obs: observation.Observation):
-        return training.board_view(obs)
+        return training.board_view(obs, exit_distance=self.exit_distance_view)
 
     def exploration_target(self, obs: observation.Observation) -> tuple[jax.Array, jax.Array]:
         """A siphon that would acquire a program not owned (``search_hooks.

@@ -73,6 +73,7 @@ def search_model(env: HackMatrix) -> HackMatrix:
                       undo_pays_once=False, acquire_macro=env.acquire_macro,
                       acquire_macro_pool=env.acquire_macro_pool,
                       acquire_macro_from_stage=env.acquire_macro_from_stage,
+                      exit_distance_view=env.exit_distance_view,
                       max_enemies=env.max_enemies, max_transmissions=env.max_transmissions,
                       history_size=1)
 

@@ -13,8 +13,9 @@ from envs.contract import BoardView, Metric
 
 from .core.constants import (ACTION_SIPHON, BLOCK, GRID, N_ACTIONS, N_CELLS,
                              PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST)
+from .core import bitboard
 from .core.sparse import tree_where
-from .observation import Observation
+from .observation import CH_BLOCK_DATA, CH_BLOCK_PROGRAM, CH_BLOCK_QUESTION, CH_EXIT, Observation
 
 # The kinds of action (the group-entropy bonus, ``--group-entropy-coef``): the four directions
 # (a move, or an attack where an enemy stands), the siphon, the 23 programs. Moves are the
@@ -229,9 +230,46 @@ def player_cell(obs: Observation) -> tuple[jax.Array, jax.Array]:
     return scaled[..., 0], scaled[..., 1]
 
 
-def board_view(obs: Observation) -> BoardView:
+def exit_distance_map(obs: Observation) -> jax.Array:
+    """f32[6, 6]: each cell's 4-neighbour path distance to the exit over the cells without a
+    block, read from the observation (blocks and the exit are always shown, so nothing hidden
+    is used), divided by 36; 1 where no path leads to the exit (block cells included).
+    Enemies, transmissions and the player do not block a path (Swift's ``findDistance``, the
+    distance of the potential shaping, ``core.rewards.bfs_distance``)."""
+    grid = obs.grid
+    blocks = (grid[..., CH_BLOCK_DATA] + grid[..., CH_BLOCK_PROGRAM]
+              + grid[..., CH_BLOCK_QUESTION]).reshape(-1) > 0
+    exit_board = bitboard.from_bool(grid[..., CH_EXIT].reshape(-1) > 0)
+    passable = bitboard.from_bool(~blocks) | exit_board
+
+    def searching(carry):
+        _, frontier, _ = carry
+        return bitboard.any_set(frontier)
+
+    def layer(carry):
+        # distance counts, per cell, the layers that have not reached it yet; a finished
+        # search (empty frontier) is left as it is (``bitboard.bfs_layers``).
+        reached, frontier, distance = carry
+        new = bitboard.neighbours(frontier) & passable & ~reached
+        grew = bitboard.any_set(new)
+        reached = reached | new
+        distance = distance + (grew & ~bitboard.to_bool(reached)).astype(jnp.int32)
+        return reached, new, distance
+
+    start = (exit_board, exit_board, (~bitboard.to_bool(exit_board)).astype(jnp.int32))
+    reached, _, distance = bitboard.bfs_layers(searching, layer, start)
+    scaled = jnp.where(bitboard.to_bool(reached), distance.astype(jnp.float32) / N_CELLS, 1.0)
+    return scaled.reshape(GRID, GRID)
+
+
+def board_view(obs: Observation, exit_distance: bool = False) -> BoardView:
     """The 6x6 grid around the player, with the player features, the owned programs and the
-    action mask beside it."""
+    action mask beside it; with ``exit_distance`` the grid gains one last channel, each cell's
+    ``exit_distance_map``."""
     row, col = player_cell(obs)
-    return BoardView(grid=obs.grid, row=row, col=col,
+    grid = obs.grid
+    if exit_distance:
+        grid = jnp.concatenate([grid, exit_distance_map(obs)[..., None].astype(grid.dtype)],
+                               axis=-1)
+    return BoardView(grid=grid, row=row, col=col,
                      features=(obs.player, obs.programs, obs.action_mask))

@@ -54,7 +54,7 @@ _CONFIG_FLAGS = (
     "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
     "start_programs", "start_programs_share", "start_programs_pool", "program_potential",
     "program_potential_pool", "program_block_pool", "program_block_share", "acquire_macro",
-    "acquire_macro_pool", "acquire_macro_from_stage",
+    "acquire_macro_pool", "acquire_macro_from_stage", "exit_distance_view",
     "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
@@ -124,6 +124,11 @@ def build_parser() -> argparse.ArgumentParser:
     env.add_argument("--acquire-macro-from-stage", type=int, metavar="K",
                      help="(HackMatrix) --acquire-macro is offered only from stage K on "
                           "(default: 1, every stage)")
+    env.add_argument("--exit-distance-view", action=flag,
+                     help="(HackMatrix) the board-view encoders see one more channel per cell: "
+                          "its path distance to the exit, read from the observation (prior "
+                          "knowledge in the agent's view; kept when the policy plays; "
+                          "default: off)")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "
