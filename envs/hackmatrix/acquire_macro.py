@@ -30,8 +30,8 @@ import jax.numpy as jnp
 from .core import bitboard
 from .core.constants import ACTION_SIPHON, DIR_DCOL, DIR_DROW, GRID, N_DIRECTIONS, N_PROGRAMS
 from .core.entities import cell_index, on_board
-from .observation import (CH_BLOCK_DATA, CH_BLOCK_PROGRAM, CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_QUESTION,
-                          CH_BLOCK_SIPHONED, CH_DATA_SIPHON, Observation)
+from .observation import (CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED, CH_DATA_SIPHON, Observation,
+                          observed_blocks)
 from .training import player_cell
 
 
@@ -71,8 +71,7 @@ def macro_action(obs: Observation, wanted_programs=None) -> tuple[jax.Array, jax
     programs it goes for."""
     grid = obs.grid
     row, col = player_cell(obs)
-    blocks = (grid[..., CH_BLOCK_DATA] + grid[..., CH_BLOCK_PROGRAM]
-              + grid[..., CH_BLOCK_QUESTION]) > 0
+    blocks = observed_blocks(obs)
     shown = grid[..., CH_BLOCK_PROGRAM_TYPE:CH_BLOCK_PROGRAM_TYPE + N_PROGRAMS]
     wanted = obs.programs == 0
     if wanted_programs is not None:

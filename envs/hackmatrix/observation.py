@@ -84,6 +84,14 @@ def expand(stored: Observation) -> Observation:
                           programs=stored.programs.astype(jnp.int32))
 
 
+def observed_blocks(obs: Observation) -> jax.Array:
+    """bool[..., 6, 6]: the cells holding a block of any kind (data, program or question), as
+    the observation shows them (blocks are never hidden)."""
+    grid = obs.grid
+    return (grid[..., CH_BLOCK_DATA] + grid[..., CH_BLOCK_PROGRAM]
+            + grid[..., CH_BLOCK_QUESTION]) > 0
+
+
 def _first_per_cell(on_cell: jax.Array, seq: jax.Array) -> jax.Array:
     """bool[S, 36]: for every cell, the one-hot of the first slot (smallest ``seq``) among those
     with ``on_cell[slot, cell]``; an all-false column where no slot qualifies."""

@@ -15,7 +15,7 @@ from .core.constants import (ACTION_SIPHON, BLOCK, GRID, N_ACTIONS, N_CELLS,
                              PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST)
 from .core import bitboard
 from .core.sparse import tree_where
-from .observation import CH_BLOCK_DATA, CH_BLOCK_PROGRAM, CH_BLOCK_QUESTION, CH_EXIT, Observation
+from .observation import CH_EXIT, Observation, observed_blocks
 
 # The kinds of action (the group-entropy bonus, ``--group-entropy-coef``): the four directions
 # (a move, or an attack where an enemy stands), the siphon, the 23 programs. Moves are the
@@ -237,8 +237,7 @@ def exit_distance_map(obs: Observation) -> jax.Array:
     Enemies, transmissions and the player do not block a path (Swift's ``findDistance``, the
     distance of the potential shaping, ``core.rewards.bfs_distance``)."""
     grid = obs.grid
-    blocks = (grid[..., CH_BLOCK_DATA] + grid[..., CH_BLOCK_PROGRAM]
-              + grid[..., CH_BLOCK_QUESTION]).reshape(-1) > 0
+    blocks = observed_blocks(obs).reshape(-1)
     exit_board = bitboard.from_bool(grid[..., CH_EXIT].reshape(-1) > 0)
     passable = bitboard.from_bool(~blocks) | exit_board
 
