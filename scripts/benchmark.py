@@ -62,7 +62,8 @@ def train_config(args, num_envs: int, num_devices: int):
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds,
                          group_entropy_coef=args.group_entropy_coef, sil_coef=args.sil_coef,
-                         acquire_macro=args.acquire_macro, **network_choice)
+                         acquire_macro=args.acquire_macro,
+                         exit_distance_view=args.exit_distance_view, **network_choice)
     config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches,
                                   args.update_epochs)
     updates = args.updates_per_chunk * (args.repeats + 1)
@@ -117,6 +118,7 @@ def bench_train(args, num_envs: int) -> dict:
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
         "sil_coef": config.sil_coef, "acquire_macro": config.acquire_macro,
+        "exit_distance_view": config.exit_distance_view,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
         "xla_memory_mb": chunk.memory_mb(),
@@ -371,6 +373,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--acquire-macro", action="store_true",
                         help="HackMatrix's acquire macro (one more action; env mode: random "
                              "play takes it too); not part of --compare's configuration key")
+    parser.add_argument("--exit-distance-view", action="store_true",
+                        help="train mode: HackMatrix's exit-distance view (the board encoders "
+                             "get each cell's distance to the exit, computed in the network); "
+                             "not part of --compare's configuration key")
     parser.add_argument("--compile-only", action="store_true",
                         help="train mode: compile each configuration and report the memory "
                              "XLA assigns per device (the runner state and the temporaries: "
@@ -410,6 +416,10 @@ def main(argv=None) -> int:
         parser.error("--compile-only needs --mode train")
     if args.acquire_macro and args.env != "hackmatrix":
         parser.error("--acquire-macro needs --env hackmatrix")
+    if args.exit_distance_view and (args.env != "hackmatrix" or args.mode != "train"
+                                    or args.encoder == "flat"):
+        parser.error("--exit-distance-view needs --env hackmatrix, --mode train and a board "
+                     "encoder (it changes the network's input, not the env's step)")
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1 \
             or args.updates_per_chunk < 1 or any(d < 1 for d in args.devices or []) \
             or args.num_seeds < 1:

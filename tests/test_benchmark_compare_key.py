@@ -39,3 +39,16 @@ def test_the_acquire_macro_is_refused_for_an_env_without_it(capsys):
                                "--acquire-macro", "--ledger", os.devnull])
     assert exit_info.value.code == 2
     assert "--acquire-macro needs --env hackmatrix" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("refused", [["--env", "toy"], ["--mode", "env"],
+                                     ["--encoder", "flat"]])
+def test_the_exit_distance_view_is_refused_where_it_changes_nothing(refused, capsys):
+    """--exit-distance-view changes HackMatrix's network input only: with the toy env, the
+    env-only mode or the flat encoder it is one line and exit 2, before anything is measured."""
+    argv = ["--mode", "train", "--num-envs", "2", "--exit-distance-view",
+            "--ledger", os.devnull] + refused
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(argv)
+    assert exit_info.value.code == 2
+    assert "--exit-distance-view needs --env hackmatrix" in capsys.readouterr().err
