@@ -416,8 +416,9 @@ def main(argv=None) -> int:
         parser.error("--compile-only needs --mode train")
     if args.acquire_macro and args.env != "hackmatrix":
         parser.error("--acquire-macro needs --env hackmatrix")
+    from purejaxrl.config import BOARD_ENCODERS
     if args.exit_distance_view and (args.env != "hackmatrix" or args.mode != "train"
-                                    or args.encoder == "flat"):
+                                    or args.encoder not in (None,) + BOARD_ENCODERS):
         parser.error("--exit-distance-view needs --env hackmatrix, --mode train and a board "
                      "encoder (it changes the network's input, not the env's step)")
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1 \
