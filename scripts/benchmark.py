@@ -323,7 +323,8 @@ ROWS_MARKER = "=== benchmark rows (json) ==="
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purejaxrl.config import ENCODER_CHOICES
+    from purejaxrl.config import (COMPUTE_DTYPE_CHOICES, ENCODER_CHOICES, RECURRENT_CORE_CHOICES,
+                                  REWARD_SHAPING_CHOICES)
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("env", "train", "both"), default="both")
@@ -337,14 +338,14 @@ def build_parser() -> argparse.ArgumentParser:
                         help="forced host device counts, each measured in its own subprocess")
     parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
                         help="train mode's environment (env mode is always hackmatrix)")
-    parser.add_argument("--reward-shaping", choices=("swift", "potential"), default="swift")
+    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
     parser.add_argument("--encoder", choices=[e for e in ENCODER_CHOICES if e != "cnn"],
                         help="train mode: the network (default: the trainer's)")
     parser.add_argument("--cell-features", type=int,
                         help="egocentric encoders' per-cell embedding width; attention token width")
     parser.add_argument("--hidden-width", type=int, help="default: the trainer's")
     parser.add_argument("--hidden-depth", type=int, help="default: the trainer's")
-    parser.add_argument("--recurrent-core", choices=("none", "gru"),
+    parser.add_argument("--recurrent-core", choices=RECURRENT_CORE_CHOICES,
                         help="train mode: a GRU between torso and heads, or none "
                              "(default: the trainer's, gru)")
     parser.add_argument("--core-width", type=int, help="GRU width (default: the trainer's)")
@@ -361,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
                              "so a run with it compares with one without")
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
                         default=False)
-    parser.add_argument("--compute-dtype", choices=("float32", "bfloat16"), default="float32")
+    parser.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES, default="float32")
     parser.add_argument("--group-entropy-coef", type=float, default=0.0,
                         help="train mode: the group-entropy bonus (default 0: off); not part "
                              "of --compare's configuration key, so a run with it compares "
