@@ -323,8 +323,8 @@ ROWS_MARKER = "=== benchmark rows (json) ==="
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from purejaxrl.config import (COMPUTE_DTYPE_CHOICES, ENCODER_CHOICES, RECURRENT_CORE_CHOICES,
-                                  REWARD_SHAPING_CHOICES)
+    from envs.hackmatrix import SHAPING_MODES
+    from purejaxrl.config import COMPUTE_DTYPE_CHOICES, ENCODER_CHOICES, RECURRENT_CORE_CHOICES
     parser = argparse.ArgumentParser(description=__doc__,
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("env", "train", "both"), default="both")
@@ -338,7 +338,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="forced host device counts, each measured in its own subprocess")
     parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
                         help="train mode's environment (env mode is always hackmatrix)")
-    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
+    parser.add_argument("--reward-shaping", choices=SHAPING_MODES, default="swift")
     parser.add_argument("--encoder", choices=[e for e in ENCODER_CHOICES if e != "cnn"],
                         help="train mode: the network (default: the trainer's)")
     parser.add_argument("--cell-features", type=int,

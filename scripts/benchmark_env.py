@@ -15,7 +15,7 @@ from purejaxrl.backend import choose_platforms, describe_backend
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.config import REWARD_SHAPING_CHOICES
+from envs.hackmatrix import SHAPING_MODES
 from purejaxrl.env_throughput import bench
 
 
@@ -28,7 +28,7 @@ def main(argv=None):
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--ledger", default="benchmarks/env_results.jsonl",
                         help="JSON lines file to append to ('' to skip)")
-    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
+    parser.add_argument("--reward-shaping", choices=SHAPING_MODES, default="swift")
     parser.add_argument("--undo-pays-once", action="store_true",
                         help="measure the step with the training option's reward ledger")
     parser.add_argument("--program-potential", type=float, default=0.0, metavar="C",

@@ -37,13 +37,14 @@ import jax
 import jax.numpy as jnp
 
 from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+from envs.hackmatrix import SHAPING_MODES
 from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
 from envs.hackmatrix.core.mask import action_mask
 from envs.hackmatrix.swift_io.scenario import ScenarioError, set_state
 from envs.hackmatrix.viz.render_text import LEGEND, action_name, format_frame, frame_view
 from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
 from purejaxrl import ppo
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, REWARD_SHAPING_CHOICES, TrainConfig
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, TrainConfig
 
 DIRECTION_WORDS = {"w": 0, "up": 0, "s": 1, "down": 1, "a": 2, "left": 2, "d": 3, "right": 3}
 ARROW_KEYS = {"\x1b[A": 0, "\x1b[B": 1, "\x1b[D": 2, "\x1b[C": 3}
@@ -66,7 +67,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=0,
                         help="new game from this seed (with --scenario: the seed of the step keys)")
     parser.add_argument("--scenario", metavar="JSON", help="start from a setState scenario file")
-    parser.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES, default="swift")
+    parser.add_argument("--reward-shaping", choices=SHAPING_MODES, default="swift")
     parser.add_argument("--close-undo-exploit", action="store_true")
     parser.add_argument("--undo-pays-once", action="store_true",
                         help="a reward that UNDO took back is not paid again (a training option)")

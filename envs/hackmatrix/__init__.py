@@ -8,6 +8,8 @@ import importlib
 # Bumped whenever the observation, action or reward contract changes, so that checkpoints and
 # recorded episodes from an incompatible engine are refused with a clear message.
 ENV_VERSION = "hackmatrix-jax/1"
+# The reward_shaping option's modes (the env validates it; host-side scripts list them).
+SHAPING_MODES = ("swift", "potential")
 
 # name -> the submodule that defines it
 _EXPORTS = {"REWARD_COMPONENTS": "env", "EnvParams": "env", "HackMatrix": "env",
@@ -16,7 +18,7 @@ _EXPORTS = {"REWARD_COMPONENTS": "env", "EnvParams": "env", "HackMatrix": "env",
             "ScenarioError": "swift_io.scenario", "set_state": "swift_io.scenario",
             "state_to_scenario": "swift_io.scenario", "EnvState": "core.state"}
 
-__all__ = ["ENV_VERSION", *sorted(_EXPORTS)]
+__all__ = ["ENV_VERSION", "SHAPING_MODES", *sorted(_EXPORTS)]
 
 
 def __getattr__(name):

@@ -9,7 +9,7 @@ from gymnax.environments import environment, spaces
 import numpy as np
 
 from .core import generation, reward_ledger, rewards
-from . import ENV_VERSION, acquire_macro, baselines, observation, training
+from . import ENV_VERSION, SHAPING_MODES, acquire_macro, baselines, observation, training
 from .core.constants import (ACTION_SIPHON, GRID, N_ACTIONS, N_PROGRAMS, N_STAGES,
                              PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
 from .core.entities import alive_enemies
@@ -19,7 +19,6 @@ from .core.sparse import sparse_update, tree_where
 from .core.state import (HISTORY_SIZE, MAX_ENEMIES, MAX_TRANSMISSIONS, EnvState, with_snapshots,
                          without_snapshots)
 
-SHAPING_MODES = ("swift", "potential")
 DEFAULT_MAX_STEPS = 1000
 REWARD_COMPONENTS = rewards.REWARD_FIELDS
 # The components the undo_pays_once option pays once (core/reward_ledger.py).

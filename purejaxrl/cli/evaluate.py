@@ -25,7 +25,7 @@ from purejaxrl.cli.parsing import ArgumentParser, name_list
 choose_platforms()  # before anything imports JAX
 
 from purejaxrl.cli import evaluate_search  # noqa: E402 (imports JAX)
-from purejaxrl.config import REWARD_SHAPING_CHOICES, TrainConfig  # noqa: E402
+from purejaxrl.config import TrainConfig  # noqa: E402
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
@@ -63,7 +63,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--env", help="an id of envs.registry (hackmatrix, toy, a gymnax id "
                         "such as CartPole-v1); default: the checkpoint's, else hackmatrix")
     options = parser.add_argument_group("HackMatrix options (other envs ignore them)")
-    options.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES)
+    options.add_argument("--reward-shaping", metavar="MODE",
+                         help="swift or potential (the env refuses another)")
     options.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
     options.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
     options.add_argument("--start-programs", type=int, metavar="K",

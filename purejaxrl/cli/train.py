@@ -43,7 +43,7 @@ from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_TEACHERS,
                               SEARCH_WHERE,
-                              ENCODER_CHOICES, RECURRENT_CORE_CHOICES, REWARD_SHAPING_CHOICES,
+                              ENCODER_CHOICES, RECURRENT_CORE_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, validate_config, validate_run_options)
 
@@ -79,9 +79,10 @@ def build_parser() -> argparse.ArgumentParser:
                                     "--undo-pays-once: HackMatrix only, other envs ignore them)")
     env.add_argument("--env", help="hackmatrix, toy (the test corridor), or a gymnax id with "
                      "discrete actions (CartPole-v1, Breakout-MinAtar, ...)")
-    env.add_argument("--reward-shaping", choices=REWARD_SHAPING_CHOICES,
+    env.add_argument("--reward-shaping", metavar="MODE",
                      help="swift: Swift's one-directional distance reward (the env's own "
-                          "default); potential: gamma*phi(s') - phi(s) (decisions R7)")
+                          "default); potential: gamma*phi(s') - phi(s) (decisions R7); the "
+                          "env refuses a mode it lacks")
     env.add_argument("--max-episode-steps", type=int,
                      help="truncation limit (default: the environment's)")
     env.add_argument("--close-undo-exploit", action=flag,

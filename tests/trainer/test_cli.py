@@ -63,6 +63,9 @@ def run(script, *args, timeout=300, **extra_env):
     (["--env", "CartPole-v1", "--encoder", "cnn"], "--encoder cnn needs image observations"),
     (["--training-reward", "returns"], "--training-reward 'returns': toy offers env, progress"),
     (["--program-potential", "1"], "--program-potential needs an env that takes it"),
+    # The shaping modes are the env's own (HackMatrix's SHAPING_MODES): the trainer lists none.
+    (["--env", "hackmatrix", "--reward-shaping", "distance"],
+     "--env hackmatrix: reward_shaping must be one of ('swift', 'potential'), got 'distance'"),
     (["--env", "CartPole-v1", "--encoder", "flat", "--group-entropy-coef", "0.1"],
      "--group-entropy-coef needs an env with action groups"),
     (["--group-entropy-coef", "-0.1"], "--group-entropy-coef must be >= 0"),
