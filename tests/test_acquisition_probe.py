@@ -2,23 +2,15 @@
 one would; the state it values as owning the program owns it and nothing else changes; bad
 input is one line and exit 2 before any work."""
 
-import importlib.util
-import os
-import subprocess
-import sys
-
 import jax.numpy as jnp
 import numpy as np
 
 from envs.hackmatrix.core.constants import ACTION_SIPHON, BLOCK, RESET
 from envs.hackmatrix.observation import build_observation
 from tests.game_harness import scenario, step
+from tests.script_harness import exit_and_stderr, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "scripts", "acquisition_probe.py")
-_spec = importlib.util.spec_from_file_location("acquisition_probe", SCRIPT)
-probe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(probe)
+probe = load_script("acquisition_probe")
 
 
 def _with_block(state, cell, program, question=False, siphoned=False):
@@ -57,12 +49,10 @@ def test_owning_adds_the_program_last_and_changes_only_that():
     np.testing.assert_array_equal(probe.owning(owned, RESET).program_rank, owned.program_rank)
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     for args, message in ((["--checkpoint", str(tmp_path / "none")], "error:"),
                           (["--checkpoint", "x", "--planted-share", "2"], "--planted-share"),
                           (["--checkpoint", "x", "--program", "bogus"], "invalid choice")):
-        result = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                                env=env, cwd=ROOT, timeout=120)
-        assert result.returncode == 2, result.stderr
-        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        code, err = exit_and_stderr(probe.main, args, capsys)
+        assert code == 2, err
+        assert message in err and len(err.strip().splitlines()) == 1

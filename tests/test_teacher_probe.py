@@ -2,18 +2,11 @@
 share of states whose teacher gain exceeds G (the teacher keeps the greedy move below it), and
 bad input is one line and exit 2 before any work."""
 
-import importlib.util
-import os
-import subprocess
-import sys
-
 import numpy as np
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "scripts", "teacher_probe.py")
-_spec = importlib.util.spec_from_file_location("teacher_probe", SCRIPT)
-probe = importlib.util.module_from_spec(_spec)
-_spec.loader.exec_module(probe)
+from tests.script_harness import exit_and_stderr, load_script
+
+probe = load_script("teacher_probe")
 
 
 def test_the_overruled_share_at_a_minimum_gain_counts_the_gains_above_it():
@@ -27,13 +20,11 @@ def test_the_overruled_share_at_a_minimum_gain_counts_the_gains_above_it():
     assert probe.summarise(np.zeros(3), (0.0,))["gain_quantiles"] == {}
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     for args, message in ((["--checkpoint", str(tmp_path / "none")], "error:"),
                           (["--checkpoint", "x", "--rollouts", "1"], "--rollouts"),
                           (["--checkpoint", "x", "--min-gains", "-1"], "--min-gains"),
                           (["--checkpoint", "x", "--leaf", "bogus"], "invalid choice")):
-        result = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                                env=env, cwd=ROOT, timeout=120)
-        assert result.returncode == 2, result.stderr
-        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        code, err = exit_and_stderr(probe.main, args, capsys)
+        assert code == 2, err
+        assert message in err and len(err.strip().splitlines()) == 1

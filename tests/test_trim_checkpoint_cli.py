@@ -1,16 +1,12 @@
 """``scripts/trim_checkpoint.py``: bad input is one line and exit 2 before any work, and
 nothing is overwritten (the trimming itself: tests/trainer/test_training.py)."""
 
-import os
-import subprocess
-import sys
+from tests.script_harness import exit_and_stderr, load_script
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCRIPT = os.path.join(ROOT, "scripts", "trim_checkpoint.py")
+trim = load_script("trim_checkpoint")
 
 
-def test_bad_input_is_one_line_and_exit_2(tmp_path):
-    env = {**os.environ, "JAX_PLATFORMS": "cpu"}
+def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     taken = tmp_path / "taken"
     taken.mkdir()
     (taken / "keep.txt").write_text("mine")
@@ -19,8 +15,7 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path):
                           ([str(tmp_path), str(tmp_path / "no" / "out")], "does not exist"),
                           ([str(tmp_path), str(tmp_path / "out"), "--envs", "x"],
                            "invalid int value")):
-        result = subprocess.run([sys.executable, SCRIPT, *args], capture_output=True, text=True,
-                                env=env, cwd=ROOT, timeout=120)
-        assert result.returncode == 2, result.stderr
-        assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+        code, err = exit_and_stderr(trim.main, args, capsys)
+        assert code == 2, err
+        assert message in err and len(err.strip().splitlines()) == 1
     assert (taken / "keep.txt").read_text() == "mine"
