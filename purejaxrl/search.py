@@ -373,7 +373,8 @@ def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
 
 def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards: int,
                 max_steps: int, boards_in_flight: int,
-                final_state_values: Mapping[str, Callable] = None) -> dict:
+                final_state_values: Mapping[str, Callable] = None,
+                on_progress: Callable = None) -> dict:
     """One episode per board, ``boards_in_flight`` at a time: a board that ends hands its lane
     to the next board, so the policy runs only on boards in play. The boards are
     ``play_episodes``'s (same ``key``: the same reset keys), so the rows of a comparison face
@@ -384,7 +385,10 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
     ``initial_memory`` on every board). Returns per-board arrays with ``play_episodes``'s keys
     (the same ``evaluation.EpisodeTally``, so a search row has the stage report of every
     other row), and ``final_state_values``: name -> ``value(env_state)``, recorded from the
-    state the episode's last action was chosen in, as ``episode_resources`` is. Jittable."""
+    state the episode's last action was chosen in, as ``episode_resources`` is.
+    ``on_progress(finished, won)``, if given, is called on the host (``jax.debug.callback``,
+    unordered) after each step in which a board ended, with the boards finished and won so far:
+    a long search can report as it goes. Jittable."""
     from purejaxrl.evaluation import EpisodeTally, with_memory
     policy = with_memory(policy)
     final_state_values = dict(final_state_values or {})
@@ -456,9 +460,17 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
         new_board = carry["next_board"] + jnp.cumsum(ends) - 1
         load = ends & (new_board < num_boards)
         board = jnp.where(ends, jnp.where(load, new_board, -1), board)
+        next_board = carry["next_board"] + jnp.sum(ends, dtype=jnp.int32)
+        if on_progress is not None:
+            # Every board handed out is in play or finished.
+            finished = (jnp.minimum(next_board, num_boards)
+                        - jnp.sum(board >= 0, dtype=jnp.int32))
+            won = jnp.sum(results["won"], dtype=jnp.int32) if "won" in results else 0
+            lax.cond(jnp.any(ends), lambda: jax.debug.callback(on_progress, finished, won),
+                     lambda: None)
         return dict(obs=next_obs, env_state=next_state, memory=memory, board=board, load=load,
-                    next_board=carry["next_board"] + jnp.sum(ends, dtype=jnp.int32),
-                    episode=_select(ends, fresh, episode), results=results)
+                    next_board=next_board, episode=_select(ends, fresh, episode),
+                    results=results)
 
     return lax.while_loop(running, step, init)["results"]
 

@@ -433,6 +433,25 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
     return name, policy, cost
 
 
+class ProgressReport:
+    """``play_boards``' ``on_progress``: one stderr line per tenth of the boards finished (a
+    search row runs for minutes to hours without other output). Its calls are unordered, so
+    only a count above the last one reported is printed."""
+
+    def __init__(self, name: str, boards: int):
+        self.name, self.boards, self.start = name, boards, time.perf_counter()
+        self.step = max(1, boards // 10)
+        self.reported = 0
+
+    def __call__(self, finished, won) -> None:
+        finished, won = int(finished), int(won)
+        if finished < min(self.reported + self.step, self.boards):
+            return
+        self.reported = finished
+        print(f"{self.name}: {finished}/{self.boards} boards finished, {won} won "
+              f"({time.perf_counter() - self.start:.0f} s)", file=sys.stderr, flush=True)
+
+
 def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
              cost: dict) -> dict:
     """One search row: ``policy`` plays the boards of ``key``, compiled and timed apart; its
@@ -444,13 +463,14 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     search_hooks = env.search_hooks
     final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
     final_labels = getattr(search_hooks, "FINAL_STATE_LABELS", {})
+    report = ProgressReport(name, args.episodes)
     play = jax.jit(lambda k: play_boards(
         env, env_params, policy, k, args.episodes, max_steps, args.search_boards_in_flight,
-        final_values))
+        final_values, on_progress=report))
     start = time.perf_counter()
     compiled = play.lower(key).compile()
     compile_s = time.perf_counter() - start
-    start = time.perf_counter()
+    start = report.start = time.perf_counter()
     episodes = jax.block_until_ready(compiled(key))
     wall_s = time.perf_counter() - start
     summary = summarize_episodes(episodes, env)

@@ -322,7 +322,7 @@ def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
             assert values.tolist() == reference[name].tolist(), (lanes, name)
 
 
-def test_a_search_row_has_the_stage_report_of_every_other_row():
+def test_a_search_row_has_the_stage_report_of_every_other_row(capsys):
     """``evaluate.py``'s search and rollout rows (``evaluate_search.play_row``) carry the stage
     report a policy row gets from ``play_episodes`` on the same boards: where the games end,
     the steps and per-stage counts, the resources at the end."""
@@ -334,6 +334,10 @@ def test_a_search_row_has_the_stage_report_of_every_other_row():
     args = argparse.Namespace(episodes=boards, search_boards_in_flight=3)
     summary = evaluate_search.play_row(args, env, None, counting_policy, key, 50, "row", {})
     assert summary["stages"] == reference
+    # The row reports as it goes: at the end, every board finished and the games won.
+    progress = [line for line in capsys.readouterr().err.splitlines() if "boards finished" in line]
+    assert progress[-1].startswith(f"row: {boards}/{boards} boards finished, "
+                                   f"{int(np.sum(jax.device_get(played['won'])))} won (")
     assert summary["games"] == game_outcomes(played)  # board by board, in the same order
     assert any(row["ended"]["died"] for row in reference)  # the report is not empty
 
@@ -404,15 +408,24 @@ def test_hand_over_carries_the_memory_across_the_switch():
 def test_play_boards_records_final_state_values_from_the_last_chosen_state():
     """``final_state_values`` are read from the state each game's last action was chosen in
     (as ``episode_resources``): for Countdown, whose clock counts the steps taken, that is the
-    episode's length - 1, and a vector value keeps its shape per board."""
+    episode's length - 1, and a vector value keeps its shape per board. ``on_progress`` hears
+    of every board that ends (the boards finished and won so far), the last call all of them."""
     env, key, boards = countdown(), jax.random.PRNGKey(3), 11
     values = {"clock": lambda state: state.time,
               "pair": lambda state: jnp.stack([state.time, state.target])}
+    heard = []
     pooled = jax.device_get(jax.jit(lambda k: search.play_boards(
-        env, None, counting_policy, k, boards, 50, 3, values))(key))
+        env, None, counting_policy, k, boards, 50, 3, values,
+        on_progress=lambda finished, won: heard.append((int(finished), int(won)))))(key))
     assert (pooled["clock"] == pooled["length"] - 1).all()
     assert pooled["pair"].shape == (boards, 2)
     assert (pooled["pair"][:, 1] == pooled["stage"]).all()
+    # One call per step in which boards ended: distinct counts, the wins growing with them.
+    heard.sort()
+    assert len({finished for finished, _ in heard}) == len(heard)
+    assert [won for _, won in heard] == sorted(won for _, won in heard)
+    assert heard[-1] == (boards, int(pooled["won"].sum()))
+    assert 0 < int(pooled["won"].sum()) < boards
 
 
 def test_play_boards_stops_a_board_at_max_steps_unfinished():
