@@ -462,12 +462,14 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
         board = jnp.where(ends, jnp.where(load, new_board, -1), board)
         next_board = carry["next_board"] + jnp.sum(ends, dtype=jnp.int32)
         if on_progress is not None:
-            # Every board handed out is in play or finished.
-            finished = (jnp.minimum(next_board, num_boards)
-                        - jnp.sum(board >= 0, dtype=jnp.int32))
-            won = jnp.sum(results["won"], dtype=jnp.int32) if "won" in results else 0
-            lax.cond(jnp.any(ends), lambda: jax.debug.callback(on_progress, finished, won),
-                     lambda: None)
+            def report():
+                # Every board handed out is in play or finished.
+                finished = (jnp.minimum(next_board, num_boards)
+                            - jnp.sum(board >= 0, dtype=jnp.int32))
+                won = jnp.sum(results["won"], dtype=jnp.int32) if "won" in results else 0
+                jax.debug.callback(on_progress, finished, won)
+            # The counts are taken only in the steps that end a board.
+            lax.cond(jnp.any(ends), report, lambda: None)
         return dict(obs=next_obs, env_state=next_state, memory=memory, board=board, load=load,
                     next_board=next_board, episode=_select(ends, fresh, episode),
                     results=results)

@@ -439,7 +439,8 @@ class ProgressReport:
     only a count above the last one reported is printed."""
 
     def __init__(self, name: str, boards: int):
-        self.name, self.boards, self.start = name, boards, time.perf_counter()
+        self.name, self.boards = name, boards
+        self.start = time.perf_counter()  # play_row restarts it once the row is compiled
         self.step = max(1, boards // 10)
         self.reported = 0
 
