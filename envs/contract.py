@@ -21,7 +21,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 | ``action_mask(obs) -> bool[A]`` | the legal actions (never empty) | all legal |
 | ``reward_components`` + ``info["reward_breakdown"]`` | names of the reward's parts, and their values, summing to the reward (logged as ``reward/<name>``) | none |
 | ``training_rewards`` | ``{name: fn(reward, breakdown) -> reward}``: what PPO may optimise instead of the reward ("env", the reward itself, is always offered) | "env" only |
-| ``training_options`` | the constructor options the env takes for training; ``envs.registry.make`` passes it only those | none |
+| ``training_options`` | ``EnvOption``s (``envs/options.py``): the constructor options a training run may set, each with the trainer's default, its role for a trained policy (game, training or agent) and its help; the trainer's ``--`` flags, ``TrainConfig.env_options`` and ``envs.registry.make`` follow them (``envs.registry.OWN_ENV_OPTIONS`` names them for reading without JAX) | none |
 | ``params.shaping_gamma`` | a discount the env's reward shaping uses: set to the agent's | not set |
 | ``metrics`` | ``Metric``s: named statistics of episodes, logged in training and reported by evaluation | none |
 | ``num_stages`` + ``info["stage"]`` (i32, stage after the step, from 1) and ``info["stage_complete"]`` (bool) | progress through stages: the stage histogram, the per-stage evaluation report, the start-state curriculum | no stages |
@@ -48,6 +48,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 from gymnax.environments import spaces
+
+from envs.options import EnvOption
 
 # The keys of the totals ``health_metrics`` receives besides each metric's name (its total) and
 # "breakdown" ({component: total over the finished episodes}).
@@ -163,7 +165,8 @@ def _check_hooks(env, params, obs, state, actions: int) -> None:
     for name in getattr(env, "training_rewards", {}):
         assert name != "env", "training reward 'env' is the env's reward; do not redefine it"
     for option in getattr(env, "training_options", ()):
-        assert hasattr(env, option), f"training option {option!r} is not an env attribute"
+        assert isinstance(option, EnvOption), f"training option {option!r}: want an EnvOption"
+        assert hasattr(env, option.name), f"training option {option.name!r} is not an env attribute"
     for metric in getattr(env, "metrics", ()):
         assert metric.log_per in LOG_PER, (metric.name, metric.log_per)
         assert not metric.per_stage or hasattr(env, "num_stages"), (

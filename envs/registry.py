@@ -14,6 +14,10 @@ import importlib
 DEFAULT_ENV = "hackmatrix"
 # Our own envs: id -> "module:class".
 OWN_ENVS = {"hackmatrix": "envs.hackmatrix:HackMatrix", "toy": "envs.toy:ToyCorridor"}
+# The training options of our envs that take some, where they can be read without importing
+# JAX: id -> a module with ``TRAINING_OPTIONS`` (the class's ``training_options``) and
+# ``check_values(values)`` (a ValueError for values the env cannot play).
+OWN_ENV_OPTIONS = {"hackmatrix": "envs.hackmatrix.options"}
 
 
 class UnknownEnvError(ValueError):
@@ -40,15 +44,13 @@ def _unknown(env_id: str) -> UnknownEnvError:
 
 
 def make(env_id: str, **options):
-    """(env, its default params). ``options`` are training options (``TrainConfig``'s
-    reward_shaping, close_undo_exploit, undo_pays_once, start_programs, start_programs_share,
-    start_programs_pool, program_potential, program_potential_pool, program_block_pool,
-    program_block_share, explore_pool):
-    each env receives those it names in ``training_options`` and ignores the rest. An unknown
-    id, or a gymnax env whose actions are not discrete, raises ``UnknownEnvError``."""
+    """(env, its default params). ``options`` are training options (``envs/options.py``): each
+    env receives those of its ``training_options`` and ignores the rest. An unknown id, or a
+    gymnax env whose actions are not discrete, raises ``UnknownEnvError``; a value the env
+    cannot play, its ``ValueError``."""
     if env_id in OWN_ENVS:
         cls = _own_class(env_id)
-        taken = getattr(cls, "training_options", ())
+        taken = {option.name for option in getattr(cls, "training_options", ())}
         env = cls(**{name: value for name, value in options.items() if name in taken})
         return env, env.default_params
     if env_id not in gymnax_ids():
@@ -62,10 +64,25 @@ def make(env_id: str, **options):
     return env, params
 
 
+def training_options(env_id: str) -> tuple:
+    """The ``EnvOption``s a training run may set on ``env_id`` (none for a gymnax env or an
+    unknown id), read without importing JAX."""
+    if env_id not in OWN_ENV_OPTIONS:
+        return ()
+    return importlib.import_module(OWN_ENV_OPTIONS[env_id]).TRAINING_OPTIONS
+
+
+def check_option_values(env_id: str, values: dict) -> None:
+    """A ``ValueError`` where ``env_id`` cannot play the training options ``values`` (every
+    option it takes, at a run's values), without building the env or importing JAX."""
+    if env_id in OWN_ENV_OPTIONS:
+        importlib.import_module(OWN_ENV_OPTIONS[env_id]).check_values(values)
+
+
 def takes_option(env_id: str, option: str) -> bool:
     """Whether ``env_id`` is one of our envs that takes the training option ``option`` (a
     gymnax env takes none)."""
-    return env_id in OWN_ENVS and option in getattr(_own_class(env_id), "training_options", ())
+    return any(declared.name == option for declared in training_options(env_id))
 
 
 def env_version(env_id: str):

@@ -17,6 +17,7 @@ from flax import struct
 
 from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
 from envs import registry
+from envs.options import REQUIREMENTS, kind_error, normalized
 from envs.registry import DEFAULT_ENV, OWN_ENVS
 from purejaxrl.networks import ATTENTION_HEADS
 
@@ -73,43 +74,14 @@ class ConfigError(ValueError):
 class TrainConfig:
     """Everything that changes the numbers of a run. All fields are static (not traced)."""
 
-    # Environment: an id of envs.registry. The defaults below are HackMatrix's.
+    # Environment: an id of envs.registry, and the training options a run sets on it (the
+    # env's ``training_options``, envs/options.py): (name, value) pairs, sorted by name, of
+    # the options set to another value than the env's default (``env_option_values`` has
+    # them all), so that one run has one config however its options were written. A dict is
+    # accepted and stored as pairs.
     env: str = struct.field(pytree_node=False, default=DEFAULT_ENV)
-    reward_shaping: str = struct.field(pytree_node=False, default="potential")
+    env_options: tuple = struct.field(pytree_node=False, default=())
     max_episode_steps: Optional[int] = struct.field(pytree_node=False, default=None)
-    close_undo_exploit: bool = struct.field(pytree_node=False, default=True)
-    # A reward UNDO took back is not paid again (envs/hackmatrix/core/reward_ledger.py): Swift
-    # pays it again, and agents learn to farm it (SPEC §4.4).
-    undo_pays_once: bool = struct.field(pytree_node=False, default=True)
-    # Start-programs curriculum (HackMatrix): a share of training games starts with this many
-    # random programs owned, so that running programs is met before acquiring them is
-    # learned (agents trained without it die owning none, SPEC §4.4). 0: off.
-    start_programs: int = struct.field(pytree_node=False, default=0)
-    start_programs_share: float = struct.field(pytree_node=False, default=0.5)
-    # The programs those starts draw from (names the env knows; empty: all of them).
-    start_programs_pool: tuple = struct.field(pytree_node=False, default=())
-    # Potential-based shaping on the programs owned (HackMatrix ``program_potential``): the
-    # potential per program; 0: off.
-    program_potential: float = struct.field(pytree_node=False, default=0.0)
-    # The programs that potential counts (names the env knows; empty: all of them).
-    program_potential_pool: tuple = struct.field(pytree_node=False, default=())
-    # Program-block curriculum (HackMatrix ``program_block_pool``): a share of generated stage
-    # boards has the block nearest the player hold one of these programs (names the env
-    # knows; empty: off), so that acquiring a program is met often.
-    program_block_pool: tuple = struct.field(pytree_node=False, default=())
-    program_block_share: float = struct.field(pytree_node=False, default=0.5)
-    # HackMatrix's acquire macro: one more action that plays the next move of a scripted plan
-    # to acquire a program (the env's ``acquire_macro``). Part of the agent, not a curriculum:
-    # a policy trained with it plays with it.
-    acquire_macro: bool = struct.field(pytree_node=False, default=False)
-    # The programs the macro goes for (names the env knows; empty: any program not owned).
-    acquire_macro_pool: tuple = struct.field(pytree_node=False, default=())
-    # The first stage on which the macro is offered (1: every stage).
-    acquire_macro_from_stage: int = struct.field(pytree_node=False, default=1)
-    # HackMatrix's exit-distance view: the board-view encoders see one more channel per cell,
-    # its path distance to the exit read from the observation (the env's
-    # ``exit_distance_view``). Part of the agent: its network is built for that view.
-    exit_distance_view: bool = struct.field(pytree_node=False, default=False)
     # What PPO optimises: the env's reward, or "progress" (ppo.training_reward).
     training_reward: str = struct.field(pytree_node=False, default="progress")
     # Start-state curriculum (purejaxrl/curriculum.py): the share of ended training episodes
@@ -147,9 +119,6 @@ class TrainConfig:
     # action sampled 1e-4 of the time is too small to escape from. The critic learns from the
     # mixed behaviour. Evaluation never forces anything. 0: off.
     explore_share: float = struct.field(pytree_node=False, default=0.0)
-    # The programs that exploration acquires (HackMatrix ``explore_pool``: names the env
-    # knows; empty: all of them).
-    explore_pool: tuple = struct.field(pytree_node=False, default=())
     # Anneal that share linearly to 0 over the run (as --anneal-lr does the learning rate), so
     # the last updates are on-policy again.
     explore_anneal: bool = struct.field(pytree_node=False, default=False)
@@ -236,6 +205,35 @@ class TrainConfig:
     # with its own envs, parameters and optimiser; nothing is shared but the executable).
     num_seeds: int = struct.field(pytree_node=False, default=1)
 
+    def __post_init__(self):
+        options = self.env_options.items() if isinstance(self.env_options, dict) \
+            else self.env_options
+        declared = self.declared_env_options() if isinstance(self.env, str) else {}
+        object.__setattr__(self, "env_options", tuple(sorted(
+            (name, normalized(value)) for name, value in options
+            if name not in declared or normalized(value) != declared[name].default)))
+
+    def declared_env_options(self) -> dict:
+        """{name: EnvOption} of the options ``self.env`` takes (none for a gymnax env)."""
+        return {option.name: option for option in registry.training_options(self.env)}
+
+    def env_option_values(self) -> dict:
+        """Every option ``self.env`` takes, at the value this run sets or the env's default
+        (and any option set that the env does not take, for ``validate_config`` to refuse)."""
+        return {**{name: option.default for name, option in self.declared_env_options().items()},
+                **dict(self.env_options)}
+
+    def env_option(self, name: str):
+        """The value of the env option ``name`` in this run (set, or the env's default)."""
+        values = self.env_option_values()
+        if name not in values:
+            raise KeyError(f"env {self.env!r} takes no option {name!r}")
+        return values[name]
+
+    def with_env_options(self, **values) -> "TrainConfig":
+        """This config with the env options ``values`` set (over those it sets already)."""
+        return self.replace(env_options={**dict(self.env_options), **values})
+
     @property
     def seeds(self) -> list[int]:
         return list(range(self.seed, self.seed + self.num_seeds))
@@ -279,39 +277,60 @@ class TrainConfig:
         return self
 
     def agent_env_options(self) -> dict:
-        """The env options that are part of the agent, not of its training (HackMatrix's acquire
-        macro: an action the network chooses), for the env ``config.env`` takes them in: a
+        """The env options that are part of the agent, not of its training (role "agent":
+        HackMatrix's acquire macro, an action the network chooses), at this run's values: a
         policy is judged on the game with them, and the baselines without."""
-        return {name: getattr(self, name) for name in AGENT_ENV_OPTIONS
-                if registry.takes_option(self.env, name)}
+        values = self.env_option_values()
+        return {name: values[name] for name, option in self.declared_env_options().items()
+                if option.role == "agent"}
 
     def for_play(self) -> "TrainConfig":
-        """This config as a trained policy plays it: the game's own start and the game's own
-        reward (the start-programs and program-block curricula and the program shaping are
-        training only, so evaluation's returns compare with every other policy's)."""
-        return self.replace(start_programs=0, start_programs_pool=(), program_potential=0.0,
-                            program_potential_pool=(), program_block_pool=(),
-                            explore_pool=())
+        """This config as a trained policy plays it: the env options of role "training"
+        (HackMatrix's start-programs and program-block curricula, its program shaping) back at
+        their defaults, so that a policy plays the game's own start for the game's own reward
+        and evaluation's returns compare with every other policy's."""
+        declared = self.declared_env_options()
+        return self.replace(env_options={
+            name: value for name, value in self.env_options
+            if name not in declared or declared[name].role != "training"})
 
     def to_dict(self) -> dict:
-        """The fields as JSON holds them (a tuple of names is a list), as a checkpoint's
-        metadata and the ledgers record them; ``from_dict`` reads them back."""
-        return {f.name: list(value) if isinstance(value := getattr(self, f.name), tuple)
-                else value for f in dataclasses.fields(self)}
+        """The fields as JSON holds them (a tuple of names is a list; ``env_options`` a dict
+        of every option the env takes, at its value in this run), as a checkpoint's metadata
+        and the ledgers record them; ``from_dict`` reads them back."""
+        def plain(value):
+            return list(value) if isinstance(value, tuple) else value
+        record = {f.name: plain(getattr(self, f.name)) for f in dataclasses.fields(self)}
+        record["env_options"] = {name: plain(value)
+                                 for name, value in self.env_option_values().items()}
+        return record
 
     @classmethod
     def from_dict(cls, values: dict) -> "TrainConfig":
         """The config a checkpoint recorded. A field the checkpoint predates takes the value
         that reproduces the behaviour of its time (``FIELDS_ADDED_LATER``), not today's
-        default."""
+        default; so does an env option (its ``absent`` value). A record written before the env
+        options had their own field holds them as fields of their own: those the env takes
+        become its options, the others (which it ignored) are dropped."""
+        values = dict(values)
+        env_id = values.get("env", DEFAULT_ENV)
+        declared = {option.name: option for option in registry.training_options(env_id)}
+        if "env_options" not in values:
+            legacy = {name: values.pop(name) for name in LEGACY_ENV_OPTION_FIELDS
+                      if name in values}
+            values["env_options"] = {name: legacy.get(name, option.absent)
+                                     for name, option in declared.items()}
+        elif not isinstance(values["env_options"], dict):
+            raise ConfigError(f"env_options must be a mapping, got {values['env_options']!r}")
+        else:
+            values["env_options"] = {**{name: option.absent
+                                        for name, option in declared.items()},
+                                     **values["env_options"]}
         known = {f.name for f in dataclasses.fields(cls)}
         unknown = sorted(set(values) - known)
         if unknown:
             raise ConfigError(f"unknown config fields: {', '.join(unknown)}")
-        values = {**FIELDS_ADDED_LATER, **values}
-        for name in NAME_LIST_FIELDS:  # JSON: lists
-            values[name] = tuple(values[name])
-        return cls(**values)
+        return cls(**{**FIELDS_ADDED_LATER, **values})
 
 
 DISTILL_LEAVES = ("game", "value")
@@ -330,28 +349,25 @@ OPTIONAL_INT_FIELDS = frozenset(name for name, hint in typing.get_type_hints(Tra
 # Fields introduced after checkpoints existed, with the value that reproduces the older runs,
 # as a checkpoint's JSON config holds it (``from_dict`` reads a list of names as a tuple).
 FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards": False,
-                      "training_reward": "env", "num_seeds": 1, "undo_pays_once": False,
+                      "training_reward": "env", "num_seeds": 1,
                       "curriculum_share": 0.0, "curriculum_slots": 64,
                       "recurrent_core": "none", "core_width": 256, "sequence_length": None,
                       "distill_coef": 0.0, "distill_simulations": 16, "distill_worlds": 1,
                       "distill_leaf": "game", "distill_where": "always",
                       "distill_prior_mix": 0.0, "distill_teacher": "tree",
                       "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
-                      "start_programs": 0,
-                      "start_programs_share": 0.5, "start_programs_pool": [],
-                      "program_potential": 0.0, "program_potential_pool": [],
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
-                      "program_block_pool": [], "program_block_share": 0.5,
-                      "acquire_macro": False, "acquire_macro_pool": [],
-                      "acquire_macro_from_stage": 1, "exit_distance_view": False,
-                      "explore_pool": [], "explore_anneal": False, "head_width": 0,
+                      "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
-# Env options that belong to the agent (kept by ``for_play``, given to the judged env).
-AGENT_ENV_OPTIONS = ("acquire_macro", "acquire_macro_pool", "acquire_macro_from_stage",
-                     "exit_distance_view")
-# Fields that hold a tuple of names (a list in JSON).
-NAME_LIST_FIELDS = ("start_programs_pool", "program_potential_pool", "program_block_pool",
-                    "explore_pool", "acquire_macro_pool")
+# The names under which records written before ``env_options`` (stop 68) held the env's
+# options, each a field of its own: ``from_dict`` moves those the env takes into
+# ``env_options`` (a record that lacks one ran with the option's ``absent`` value).
+LEGACY_ENV_OPTION_FIELDS = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
+                            "start_programs", "start_programs_share", "start_programs_pool",
+                            "program_potential", "program_potential_pool",
+                            "program_block_pool", "program_block_share", "explore_pool",
+                            "acquire_macro", "acquire_macro_pool", "acquire_macro_from_stage",
+                            "exit_distance_view")
 
 
 @dataclasses.dataclass
@@ -382,9 +398,15 @@ class RunOptions:
 
 
 def config_differences(a: TrainConfig, b: TrainConfig) -> list[str]:
-    """Names of the fields whose values differ, formatted ``name: a != b``."""
-    return [f"{name}: {value!r} != {b.to_dict()[name]!r}"
-            for name, value in a.to_dict().items() if b.to_dict()[name] != value]
+    """Names of the fields whose values differ, formatted ``name: a != b``; an env option is
+    named by itself (``start_programs: 0 != 1``), as its flag names it."""
+    def flat(config):
+        record = config.to_dict()
+        options = record.pop("env_options")
+        return {**record, **options}
+    left, right = flat(a), flat(b)
+    return [f"{name}: {left.get(name)!r} != {right.get(name)!r}"
+            for name in dict.fromkeys([*left, *right]) if left.get(name) != right.get(name)]
 
 
 def _divisors(n: int) -> list[int]:
@@ -483,9 +505,6 @@ def validate_config(config: TrainConfig) -> None:
             need(isinstance(value, (int, float)) and math.isfinite(value),
                  f"--{name.replace('_', '-')} must be a finite number, got {value!r}")
     need(isinstance(config.env, str) and config.env, f"--env must be an env id, got {config.env!r}")
-    # Its modes are the env's (HackMatrix's SHAPING_MODES): the env refuses one it lacks.
-    need(isinstance(config.reward_shaping, str) and config.reward_shaping,
-         f"--reward-shaping must be a mode name, got {config.reward_shaping!r}")
     need(config.max_episode_steps is None or config.max_episode_steps >= 1,
          f"--max-episode-steps must be >= 1, got {config.max_episode_steps}")
     for name in ("num_envs", "num_steps", "num_minibatches", "update_epochs", "hidden_width",
@@ -525,41 +544,9 @@ def validate_config(config: TrainConfig) -> None:
              f"--separate-torsos is not available with --recurrent-core "
              f"{config.recurrent_core}: actor and critic share the core (use "
              "--no-separate-torsos)")
-    need(isinstance(config.start_programs, int) and config.start_programs >= 0,
-         f"--start-programs must be a non-negative integer, got {config.start_programs!r}")
-    for flag, pool in (("--start-programs-pool", config.start_programs_pool),
-                       ("--program-potential-pool", config.program_potential_pool),
-                       ("--program-block-pool", config.program_block_pool),
-                       ("--explore-pool", config.explore_pool),
-                       ("--acquire-macro-pool", config.acquire_macro_pool)):
-        need(isinstance(pool, tuple) and all(isinstance(name, str) for name in pool),
-             f"{flag} must be program names, got {pool!r}")
-    need(not config.program_potential_pool or config.program_potential > 0,
-         "--program-potential-pool needs --program-potential C > 0 (the potential per program)")
     need(not config.explore_anneal or config.explore_share > 0,
          "--explore-anneal needs --explore-share P > 0 (the share it anneals from)")
-    need(not config.explore_pool or config.explore_share > 0,
-         "--explore-pool needs --explore-share P > 0 (the share it explores)")
-    need(not config.acquire_macro_pool or config.acquire_macro,
-         "--acquire-macro-pool needs --acquire-macro (the macro it narrows)")
-    need(isinstance(config.acquire_macro_from_stage, int)
-         and not isinstance(config.acquire_macro_from_stage, bool)
-         and config.acquire_macro_from_stage >= 1,
-         f"--acquire-macro-from-stage must be a stage number >= 1, "
-         f"got {config.acquire_macro_from_stage!r}")
-    need(config.acquire_macro_from_stage == 1 or config.acquire_macro,
-         "--acquire-macro-from-stage needs --acquire-macro (the macro it holds back)")
-    need(not config.exit_distance_view or config.encoder in BOARD_ENCODERS,
-         f"--exit-distance-view needs a board encoder ({', '.join(BOARD_ENCODERS)}): "
-         f"--encoder {config.encoder} does not read the board view")
-    need(not config.start_programs_pool or config.start_programs > 0,
-         "--start-programs-pool needs --start-programs K > 0 (the count drawn from the pool)")
-    for flag, share in (("--start-programs-share", config.start_programs_share),
-                        ("--program-block-share", config.program_block_share)):
-        need(isinstance(share, (int, float)) and 0.0 <= share <= 1.0,
-             f"{flag} must be in [0, 1], got {share!r}")
-    need(isinstance(config.program_potential, (int, float)) and config.program_potential >= 0,
-         f"--program-potential must be >= 0, got {config.program_potential!r}")
+    check_env_options(config)
     need(config.distill_coef >= 0, f"--distill-coef must be >= 0, got {config.distill_coef}")
     if config.distill_coef > 0:
         for name in ("distill_simulations", "distill_worlds"):
@@ -657,6 +644,44 @@ def validate_config(config: TrainConfig) -> None:
          f"--activation must be one of {ACTIVATION_CHOICES}, got {config.activation!r}")
     need(config.compute_dtype in COMPUTE_DTYPE_CHOICES,
          f"--compute-dtype must be one of {COMPUTE_DTYPE_CHOICES}, got {config.compute_dtype!r}")
+
+
+# What each of an option's ``requires`` (envs/options.py) asks of the trainer's config, and how
+# to say it is missing.
+_REQUIREMENT_MET = {
+    "board_view": (lambda config: config.encoder in BOARD_ENCODERS,
+                   f"a board encoder ({', '.join(BOARD_ENCODERS)})"),
+    "exploration": (lambda config: config.explore_share > 0,
+                    "--explore-share P > 0 (the share it explores)"),
+}
+assert set(_REQUIREMENT_MET) == set(REQUIREMENTS)
+
+
+def check_env_options(config: TrainConfig) -> None:
+    """Every env option the config sets is one its env takes, of the option's kind, and with
+    what the option requires of the trainer; the values themselves are the env's to judge (its
+    constructor, when ``ppo.make_env`` builds it)."""
+    declared = config.declared_env_options()
+    for name, value in config.env_options:
+        if name not in declared:
+            takers = [env_id for env_id in OWN_ENVS if registry.takes_option(env_id, name)]
+            raise ConfigError(f"--{name.replace('_', '-')} needs an env that takes it "
+                              f"({', '.join(takers) or 'none does'}); {config.env!r} does not")
+        option = declared[name]
+        error = kind_error(option, value)
+        if error:
+            raise ConfigError(error)
+        if value != option.default:
+            for need in option.requires:
+                met, wanted = _REQUIREMENT_MET[need]
+                if not met(config):
+                    raise ConfigError(f"{option.flag} needs {wanted}"
+                                      + (f": --encoder {config.encoder} does not read the "
+                                         "board view" if need == "board_view" else ""))
+    try:
+        registry.check_option_values(config.env, config.env_option_values())
+    except ValueError as error:
+        raise ConfigError(f"--env {config.env}: {error}") from None
 
 
 # Adam moves every parameter by about the learning rate per step: above this, a run blows up

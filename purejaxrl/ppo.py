@@ -36,7 +36,8 @@ import optax
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from envs import registry
-from purejaxrl.config import BOARD_ENCODERS, ConfigError, TrainConfig, env_defaults
+from purejaxrl.config import (BOARD_ENCODERS, ConfigError, TrainConfig, check_env_options,
+                              env_defaults)
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
@@ -64,36 +65,9 @@ def make_env(config: TrainConfig) -> tuple[TrainerEnv, Any]:
     """(env, env_params) for ``config.env``, the env read through ``TrainerEnv``. A config the
     env cannot train with (an unknown id, a training reward, encoder or curriculum it does not
     offer) is a ``ConfigError`` naming the option, raised before anything is compiled."""
-    for flag, option in (("--start-programs", "start_programs"),
-                         ("--start-programs-pool", "start_programs_pool"),
-                         ("--program-potential", "program_potential"),
-                         ("--program-potential-pool", "program_potential_pool"),
-                         ("--program-block-pool", "program_block_pool"),
-                         ("--explore-pool", "explore_pool"),
-                         ("--acquire-macro", "acquire_macro"),
-                         ("--acquire-macro-pool", "acquire_macro_pool"),
-                         ("--acquire-macro-from-stage", "acquire_macro_from_stage"),
-                         ("--exit-distance-view", "exit_distance_view")):
-        if (getattr(config, option) != TrainConfig.__dataclass_fields__[option].default
-                and not registry.takes_option(config.env, option)):
-            raise ConfigError(f"{flag} needs an env that takes it (hackmatrix); "
-                              f"{config.env!r} does not")
+    check_env_options(config)  # an option the env does not take, or of the wrong kind
     try:
-        env, params = registry.make(config.env, reward_shaping=config.reward_shaping,
-                                    close_undo_exploit=config.close_undo_exploit,
-                                    undo_pays_once=config.undo_pays_once,
-                                    start_programs=config.start_programs,
-                                    start_programs_share=config.start_programs_share,
-                                    start_programs_pool=config.start_programs_pool,
-                                    program_potential=config.program_potential,
-                                    program_potential_pool=config.program_potential_pool,
-                                    program_block_pool=config.program_block_pool,
-                                    program_block_share=config.program_block_share,
-                                    explore_pool=config.explore_pool,
-                                    acquire_macro=config.acquire_macro,
-                                    acquire_macro_pool=config.acquire_macro_pool,
-                                    acquire_macro_from_stage=config.acquire_macro_from_stage,
-                                    exit_distance_view=config.exit_distance_view)
+        env, params = registry.make(config.env, **config.env_option_values())
     except registry.UnknownEnvError as error:
         raise ConfigError(f"--env: {error}") from None
     except ValueError as error:  # an option value the env refuses

@@ -57,13 +57,17 @@ def train_config(args, num_envs: int, num_devices: int):
     from purejaxrl.config import TrainConfig, auto_scale_config, validate_config
     network_choice = {name: getattr(args, name) for name in NETWORK_OPTIONS
                       if getattr(args, name) is not None}
-    config = TrainConfig(env=args.env, reward_shaping=args.reward_shaping, num_envs=num_envs,
+    from envs import registry
+    env_options = {name: value for name, value in (
+        ("reward_shaping", args.reward_shaping), ("acquire_macro", args.acquire_macro),
+        ("exit_distance_view", args.exit_distance_view))
+        if registry.takes_option(args.env, name)}
+    config = TrainConfig(env=args.env, env_options=env_options, num_envs=num_envs,
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds,
                          group_entropy_coef=args.group_entropy_coef, sil_coef=args.sil_coef,
-                         acquire_macro=args.acquire_macro,
-                         exit_distance_view=args.exit_distance_view, **network_choice)
+                         **network_choice)
     config, _ = auto_scale_config(config.without_unused_fields(), args.num_minibatches,
                                   args.update_epochs)
     updates = args.updates_per_chunk * (args.repeats + 1)
@@ -117,8 +121,8 @@ def bench_train(args, num_envs: int) -> dict:
         "head_width": config.head_width, "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
-        "sil_coef": config.sil_coef, "acquire_macro": config.acquire_macro,
-        "exit_distance_view": config.exit_distance_view,
+        "sil_coef": config.sil_coef, "acquire_macro": args.acquire_macro,
+        "exit_distance_view": args.exit_distance_view,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
         "xla_memory_mb": chunk.memory_mb(),

@@ -97,10 +97,10 @@ class Game:
     its last position)."""
 
     def __init__(self, args):
-        config = TrainConfig(env="hackmatrix", reward_shaping=args.reward_shaping,
-                             close_undo_exploit=args.close_undo_exploit,
-                             undo_pays_once=args.undo_pays_once,
-                             max_episode_steps=args.max_episode_steps)
+        config = TrainConfig(env="hackmatrix", max_episode_steps=args.max_episode_steps,
+                             env_options=dict(reward_shaping=args.reward_shaping,
+                                              close_undo_exploit=args.close_undo_exploit,
+                                              undo_pays_once=args.undo_pays_once))
         trainer_env, self.env_params = ppo.make_env(config)
         env = trainer_env.env  # the game itself: play steps it without auto-reset
         self._step = jitted_env_step(env)  # the program watch_agent steps with

@@ -49,7 +49,7 @@ from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator,
                                         run_episode, screen_episodes, verify_replay,
                                         write_record)
 from purejaxrl import ppo
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, FIELDS_ADDED_LATER, TrainConfig
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, TrainConfig
 from purejaxrl.output_paths import OutputPathError, check_output_file
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
                                 sample_masked, step_recurrent)
@@ -146,23 +146,27 @@ def check_arguments(args) -> None:
 
 # --------------------------------------------------------------------------- checkpoint
 
+# The options a record keeps of a policy's config (besides its env options of roles "game" and
+# "agent": the rules it played under and its own actions and view).
+RECORDED_FIELDS = ("max_episode_steps", "gamma")
+
+
 def env_options_of(config) -> dict:
-    return {"reward_shaping": config.reward_shaping,
-            "close_undo_exploit": config.close_undo_exploit,
-            "undo_pays_once": config.undo_pays_once,
-            "max_episode_steps": config.max_episode_steps, "gamma": config.gamma,
-            "acquire_macro": config.acquire_macro,
-            "acquire_macro_pool": list(config.acquire_macro_pool),
-            "acquire_macro_from_stage": config.acquire_macro_from_stage,
-            "exit_distance_view": config.exit_distance_view}
+    values = config.env_option_values()
+    options = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
+               for name, option in config.declared_env_options().items()
+               if option.role != "training"}
+    return {**options, **{name: getattr(config, name) for name in RECORDED_FIELDS}}
 
 
 def config_for_options(options: dict):
-    # A record that predates an option was played without it.
-    options = {name: tuple(value) if isinstance(value, list) else value
-               for name, value in options.items()}  # JSON lists: tuples of names
-    return TrainConfig(env="hackmatrix", **{"undo_pays_once": FIELDS_ADDED_LATER["undo_pays_once"],
-                                            **options})
+    # A record that predates an option was played without it (the option's ``absent``).
+    declared = TrainConfig(env="hackmatrix").declared_env_options()
+    env_options = {name: option.absent for name, option in declared.items()
+                   if option.role != "training"}
+    env_options.update({name: value for name, value in options.items() if name in declared})
+    return TrainConfig(env="hackmatrix", env_options=env_options,
+                       **{name: options[name] for name in RECORDED_FIELDS if name in options})
 
 
 # What only HackMatrix's viewers draw: watching another env's agent with them is refused.

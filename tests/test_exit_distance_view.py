@@ -85,8 +85,8 @@ def test_the_view_travels_from_the_command_line_to_the_network_and_stays_for_pla
     from purejaxrl.config import ConfigError, TrainConfig, validate_config
     from tests.trainer.toy_run import CONFIG as TOY
     assert build_parser().parse_args(["--exit-distance-view"]).exit_distance_view is True
-    config = TrainConfig(exit_distance_view=True, hidden_width=16, cell_features=4,
-                         recurrent_core="none")
+    config = TrainConfig(env_options=dict(exit_distance_view=True), hidden_width=16,
+                         cell_features=4, recurrent_core="none")
     env, env_params = ppo.make_env(config)
     assert env.env.exit_distance_view
     network = ppo.make_network(config, env)
@@ -104,9 +104,9 @@ def test_the_view_travels_from_the_command_line_to_the_network_and_stays_for_pla
     np.testing.assert_allclose(single_value, values[0], rtol=1e-5, atol=1e-6)
     assert config.for_play().agent_env_options()["exit_distance_view"] is True
     older = config.to_dict()
-    del older["exit_distance_view"]
-    assert TrainConfig.from_dict(older).exit_distance_view is False
+    del older["env_options"]["exit_distance_view"]
+    assert TrainConfig.from_dict(older).env_option("exit_distance_view") is False
     with pytest.raises(ConfigError, match="--exit-distance-view needs an env that takes it"):
-        ppo.make_env(TOY.replace(exit_distance_view=True))
+        ppo.make_env(TOY.with_env_options(exit_distance_view=True))
     with pytest.raises(ConfigError, match="--exit-distance-view needs a board encoder"):
-        validate_config(TrainConfig(exit_distance_view=True, encoder="flat"))
+        validate_config(TrainConfig(env_options=dict(exit_distance_view=True), encoder="flat"))

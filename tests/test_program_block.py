@@ -113,23 +113,26 @@ def test_option_values_are_checked_and_travel_through_the_command_line():
         HackMatrix(program_block_pool=("resett",))
     with pytest.raises(ValueError, match="program_block_share must be in"):
         HackMatrix(program_block_pool=("reset",), program_block_share=2.0)
-    with pytest.raises(ConfigError, match="--program-block-share must be in"):
-        validate_config(TrainConfig(program_block_pool=("reset",), program_block_share=-0.1))
+    with pytest.raises(ConfigError, match="program_block_share must be in"):
+        validate_config(TrainConfig(env_options=dict(program_block_pool=("reset",),
+                                                     program_block_share=-0.1)))
     from purejaxrl.cli.train import build_parser
     args = build_parser().parse_args(["--program-block-pool", "reset,siph+",
                                       "--program-block-share", "0.25"])
     assert args.program_block_pool == ("reset", "siph+") and args.program_block_share == 0.25
-    config = TrainConfig(program_block_pool=("reset",), program_block_share=0.25)
+    config = TrainConfig(env_options=dict(program_block_pool=("reset",),
+                                          program_block_share=0.25))
     assert TrainConfig.from_dict(config.to_dict()) == config
     older = config.to_dict()
-    del older["program_block_pool"], older["program_block_share"]
-    assert TrainConfig.from_dict(older).program_block_pool == ()
-    assert config.for_play().program_block_pool == ()
+    del older["env_options"]["program_block_pool"], older["env_options"]["program_block_share"]
+    assert TrainConfig.from_dict(older).env_option("program_block_pool") == ()
+    assert config.for_play().env_option("program_block_pool") == ()
 
 
 def test_the_trainer_builds_it_and_toy_does_not_take_it():
     from purejaxrl import ppo
-    env, _ = ppo.make_env(TrainConfig(program_block_pool=("reset",), program_block_share=0.3))
+    env, _ = ppo.make_env(TrainConfig(env_options=dict(program_block_pool=("reset",),
+                                                       program_block_share=0.3)))
     assert env.env.program_block_pool == ("reset",) and env.env.program_block_share == 0.3
     with pytest.raises(ConfigError, match="--program-block-pool needs an env that takes it"):
-        ppo.make_env(TrainConfig(env="toy", program_block_pool=("reset",)))
+        ppo.make_env(TrainConfig(env="toy", env_options=dict(program_block_pool=("reset",))))

@@ -93,19 +93,19 @@ def test_a_pool_makes_the_potential_count_only_its_programs():
     assert float(info["reward_breakdown"]["program_shaping"]) == 0.0
     with pytest.raises(ValueError, match="program_potential_pool must name distinct programs"):
         HackMatrix(program_potential=1.0, program_potential_pool=("resett",))
-    with pytest.raises(ConfigError, match="--program-potential-pool needs --program-potential"):
-        validate_config(TrainConfig(program_potential_pool=("reset",)))
+    with pytest.raises(ConfigError, match="program_potential_pool needs program_potential"):
+        validate_config(TrainConfig(env_options=dict(program_potential_pool=("reset",))))
 
 
 def test_option_values_are_checked_and_other_envs_refuse_it():
     from purejaxrl import ppo
     with pytest.raises(ValueError, match="program_potential must be >= 0"):
         HackMatrix(program_potential=-1.0)
-    with pytest.raises(ConfigError, match="--program-potential must be >= 0"):
-        validate_config(TrainConfig(program_potential=-0.5))
+    with pytest.raises(ConfigError, match="program_potential must be >= 0"):
+        validate_config(TrainConfig(env_options=dict(program_potential=-0.5)))
     with pytest.raises(ConfigError, match="--program-potential needs an env that takes it"):
-        ppo.make_env(TrainConfig(env="toy", program_potential=1.0))
-    env, _ = ppo.make_env(TrainConfig(program_potential=1.0))
+        ppo.make_env(TrainConfig(env="toy", env_options=dict(program_potential=1.0)))
+    env, _ = ppo.make_env(TrainConfig(env_options=dict(program_potential=1.0)))
     assert "program_shaping" in env.reward_components
     assert "program_shaping" not in ppo.make_env(TrainConfig())[0].reward_components
 
@@ -114,9 +114,11 @@ def test_a_trained_policy_plays_the_games_own_reward():
     """Evaluation, watching and search play a checkpoint's config ``for_play``: the shaping is
     training only, so a shaped run's returns compare with every other policy's."""
     from purejaxrl import ppo
-    played = TrainConfig(program_potential=1.0, program_potential_pool=("reset",),
-                         start_programs=2).for_play()
-    assert played.program_potential == 0.0 and played.start_programs == 0
-    assert played.program_potential_pool == ()
+    played = TrainConfig(env_options=dict(program_potential=1.0,
+                                          program_potential_pool=("reset",),
+                                          start_programs=2)).for_play()
+    assert played.env_option("program_potential") == 0.0
+    assert played.env_option("start_programs") == 0
+    assert played.env_option("program_potential_pool") == ()
     assert "program_shaping" not in ppo.make_env(played)[0].reward_components
 

@@ -95,18 +95,20 @@ def test_a_pool_limits_the_draw_to_its_programs():
 def test_option_values_are_checked():
     with pytest.raises(ValueError, match="start_programs must be in 0..23"):
         HackMatrix(start_programs=24)
-    with pytest.raises(ConfigError, match="--start-programs-share must be in"):
-        validate_config(TrainConfig(start_programs=2, start_programs_share=1.5))
-    with pytest.raises(ConfigError, match="--start-programs must be a non-negative"):
-        validate_config(TrainConfig(start_programs=-1))
+    with pytest.raises(ConfigError, match="start_programs_share must be in"):
+        validate_config(TrainConfig(env_options=dict(start_programs=2, start_programs_share=1.5)))
+    with pytest.raises(ConfigError, match=r"start_programs must be in 0..23, got -1"):
+        validate_config(TrainConfig(env_options=dict(start_programs=-1)))
+    with pytest.raises(ConfigError, match="--start-programs must be an integer"):
+        validate_config(TrainConfig(env_options=dict(start_programs=1.5)))
     with pytest.raises(ValueError, match="start_programs_pool must name distinct programs"):
         HackMatrix(start_programs=1, start_programs_pool=("reset", "bogus"))
     with pytest.raises(ValueError, match="start_programs_pool must name distinct programs"):
         HackMatrix(start_programs=1, start_programs_pool=("reset", "reset"))
     with pytest.raises(ValueError, match=r"start_programs \(2\) is more than the 1 programs"):
         HackMatrix(start_programs=2, start_programs_pool=("reset",))
-    with pytest.raises(ConfigError, match="--start-programs-pool needs --start-programs K > 0"):
-        validate_config(TrainConfig(start_programs_pool=("reset",)))
+    with pytest.raises(ConfigError, match="start_programs_pool needs start_programs > 0"):
+        validate_config(TrainConfig(env_options=dict(start_programs_pool=("reset",))))
 
 
 def test_the_pool_travels_through_the_command_line_and_a_checkpoints_config():
@@ -116,21 +118,23 @@ def test_the_pool_travels_through_the_command_line_and_a_checkpoints_config():
     args = build_parser().parse_args(["--start-programs", "1",
                                       "--start-programs-pool", "reset,siph+"])
     assert args.start_programs_pool == ("reset", "siph+")
-    config = TrainConfig(start_programs=1, start_programs_pool=("reset", "siph+"))
+    config = TrainConfig(env_options=dict(start_programs=1, start_programs_pool=("reset", "siph+")))
     values = config.to_dict()
-    values["start_programs_pool"] = list(values["start_programs_pool"])
+    assert values["env_options"]["start_programs_pool"] == ["reset", "siph+"]
     assert TrainConfig.from_dict(values) == config
-    del values["start_programs_pool"]
-    assert TrainConfig.from_dict(values).start_programs_pool == ()
-    assert config.for_play().start_programs_pool == () and config.for_play().start_programs == 0
+    del values["env_options"]["start_programs_pool"]
+    assert TrainConfig.from_dict(values).env_option("start_programs_pool") == ()
+    played = config.for_play()
+    assert played.env_option("start_programs_pool") == ()
+    assert played.env_option("start_programs") == 0
 
 
 def test_toy_does_not_take_it():
     from purejaxrl import ppo
     with pytest.raises(ConfigError, match="--start-programs needs an env that takes it"):
-        ppo.make_env(TrainConfig(env="toy", start_programs=2))
+        ppo.make_env(TrainConfig(env="toy", env_options=dict(start_programs=2)))
     with pytest.raises(ConfigError, match="start_programs must be in 0..23"):
-        ppo.make_env(TrainConfig(start_programs=30))
+        ppo.make_env(TrainConfig(env_options=dict(start_programs=30)))
 
 
 def test_a_policy_trained_with_it_plays_the_games_own_start(tmp_path):
@@ -142,7 +146,7 @@ def test_a_policy_trained_with_it_plays_the_games_own_start(tmp_path):
 
     config = TrainConfig(num_envs=2, num_steps=8, total_timesteps=16, num_minibatches=1,
                          update_epochs=1, hidden_width=8, hidden_depth=1, recurrent_core="none",
-                         start_programs=2, start_programs_share=1.0)
+                         env_options=dict(start_programs=2, start_programs_share=1.0))
     env, env_params, network, optimizer, components = ppo.build(config)
     assert env.env.start_programs == 2
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
@@ -150,12 +154,14 @@ def test_a_policy_trained_with_it_plays_the_games_own_start(tmp_path):
     save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
                     env_steps=0, run_name="run", wandb_run_id=None, elapsed_seconds=0.0, keep=1)
     policy = load_policy(run_dir)
-    assert policy.checkpoint["config"]["start_programs"] == 2
-    assert policy.config.start_programs == 0 and policy.env.env.start_programs == 0
+    assert policy.checkpoint["config"]["env_options"]["start_programs"] == 2
+    assert policy.config.env_option("start_programs") == 0
+    assert policy.env.env.start_programs == 0
 
 
 def test_evaluate_can_start_every_game_owning_named_programs(tmp_path, capsys):
-    """``evaluate.py --start-programs 1 --start-programs-pool reset``: a diagnostic of what
+    """``evaluate.py --start-programs 1 --start-programs-pool reset --start-programs-share 1``
+    (the training options of the env, set for every game): a diagnostic of what
     owning a program is worth to a policy. Every game starts owning RESET (the stage report's
     programs owned where games end: at least 1 on every stage a game ended on: a game
     never loses a program and may acquire others), and the output says that this
@@ -165,12 +171,14 @@ def test_evaluate_can_start_every_game_owning_named_programs(tmp_path, capsys):
     out = tmp_path / "eval.json"
     code = evaluate_main(["--policies", "random", "--episodes", "4", "--seed", "3",
                           "--start-programs", "1", "--start-programs-pool", "reset",
-                          "--json", str(out)])
+                          "--start-programs-share", "1", "--json", str(out)])
     assert code == 0
-    assert "every game starts owning 1 program(s) of reset: not the game's own start" in \
-        capsys.readouterr().out
+    said = capsys.readouterr().out
+    assert "a diagnostic, not the game's own games: the training options start_programs=1, " \
+        "start_programs_share=1.0, start_programs_pool=reset," in said
     result = json.loads(out.read_text())["random"]
-    assert result["start_programs"] == {"count": 1, "pool": ["reset"]}
+    assert result["training_options"]["start_programs"] == 1
+    assert result["training_options"]["start_programs_pool"] == ["reset"]
     owned = [row["end_programs_owned"] for row in result["stages"]
              if row["end_programs_owned"] is not None]
     assert owned and all(value >= 1 for value in owned)

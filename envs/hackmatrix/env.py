@@ -9,10 +9,11 @@ from gymnax.environments import environment, spaces
 import numpy as np
 
 from .core import generation, reward_ledger, rewards
-from . import ENV_VERSION, SHAPING_MODES, acquire_macro, baselines, observation, training
+from . import ENV_VERSION, acquire_macro, baselines, observation, training
 from .core.constants import (ACTION_SIPHON, GRID, N_ACTIONS, N_PROGRAMS, N_STAGES,
-                             PROGRAM_ACTION_OFFSET, PROGRAM_NAMES, UNDO)
+                             PROGRAM_ACTION_OFFSET, UNDO)
 from .core.entities import alive_enemies
+from .options import TRAINING_OPTIONS, check_values, program_indices
 from .core.game import step_game, step_keys
 from .core.rewards import player_exit_distance
 from .core.sparse import sparse_update, tree_where
@@ -34,15 +35,6 @@ class EnvParams(environment.EnvParams):
 def _terminal(inputs: rewards.RewardInputs, events) -> jax.Array:
     """Invalid actions, death and victory end the episode (decisions R4)."""
     return ~events.success | inputs.player_died | events.game_won
-
-
-def _program_indices(names: tuple[str, ...], option: str) -> tuple[int, ...]:
-    """The program indices of ``names`` (``constants.PROGRAM_NAMES``); unknown or repeated
-    names are a ValueError naming ``option``."""
-    if any(name not in PROGRAM_NAMES for name in names) or len(set(names)) != len(names):
-        raise ValueError(f"{option} must name distinct programs of {', '.join(PROGRAM_NAMES)}; "
-                         f"got {', '.join(names)}")
-    return tuple(PROGRAM_NAMES.index(name) for name in names)
 
 
 class HackMatrix(environment.Environment[EnvState, EnvParams]):
@@ -85,11 +77,7 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
     # The trainer's hooks (envs/contract.py); the stage ones are num_stages and
     # episode_resources below.
     version = ENV_VERSION
-    training_options = ("reward_shaping", "close_undo_exploit", "undo_pays_once",
-                        "start_programs", "start_programs_share", "start_programs_pool",
-                        "program_potential", "program_potential_pool", "program_block_pool",
-                        "program_block_share", "explore_pool", "acquire_macro",
-                        "acquire_macro_pool", "acquire_macro_from_stage", "exit_distance_view")
+    training_options = TRAINING_OPTIONS
     training_rewards = training.TRAINING_REWARDS
     metrics = training.METRICS
     action_groups = training.ACTION_GROUPS
@@ -103,36 +91,22 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
                  acquire_macro_pool: tuple[str, ...] = (), acquire_macro_from_stage: int = 1,
                  exit_distance_view: bool = False, max_enemies: int = MAX_ENEMIES,
                  max_transmissions: int = MAX_TRANSMISSIONS, history_size: int = HISTORY_SIZE):
-        if reward_shaping not in SHAPING_MODES:
-            raise ValueError(f"reward_shaping must be one of {SHAPING_MODES}, "
-                             f"got {reward_shaping!r}")
+        check_values(dict(
+            reward_shaping=reward_shaping, start_programs=start_programs,
+            start_programs_share=start_programs_share, start_programs_pool=start_programs_pool,
+            program_potential=program_potential, program_potential_pool=program_potential_pool,
+            program_block_pool=program_block_pool, program_block_share=program_block_share,
+            explore_pool=explore_pool, acquire_macro=acquire_macro,
+            acquire_macro_pool=acquire_macro_pool,
+            acquire_macro_from_stage=acquire_macro_from_stage))
         if history_size < 1 or max_enemies < 1 or max_transmissions < 1:
             raise ValueError("capacities must be positive")
-        if not 0 <= start_programs <= N_PROGRAMS or not 0.0 <= start_programs_share <= 1.0:
-            raise ValueError(f"start_programs must be in 0..{N_PROGRAMS} and "
-                             "start_programs_share in [0, 1]")
         # Indices, once: the names stay the option's value (hash, equality).
-        self._start_pool_indices = _program_indices(start_programs_pool, "start_programs_pool")
-        self._potential_pool_indices = _program_indices(program_potential_pool,
-                                                        "program_potential_pool")
-        self._block_pool_indices = _program_indices(program_block_pool, "program_block_pool")
-        self._explore_pool_indices = _program_indices(explore_pool, "explore_pool")
-        macro_pool_indices = _program_indices(acquire_macro_pool, "acquire_macro_pool")
-        if acquire_macro_pool and not acquire_macro:
-            raise ValueError("acquire_macro_pool needs acquire_macro")
-        if not (isinstance(acquire_macro_from_stage, int)
-                and 1 <= acquire_macro_from_stage <= N_STAGES):
-            raise ValueError(f"acquire_macro_from_stage must be a stage, 1..{N_STAGES}, "
-                             f"got {acquire_macro_from_stage!r}")
-        if acquire_macro_from_stage != 1 and not acquire_macro:
-            raise ValueError("acquire_macro_from_stage needs acquire_macro")
-        if not 0.0 <= program_block_share <= 1.0:
-            raise ValueError(f"program_block_share must be in [0, 1], got {program_block_share}")
-        if start_programs_pool and start_programs > len(start_programs_pool):
-            raise ValueError(f"start_programs ({start_programs}) is more than the "
-                             f"{len(start_programs_pool)} programs of start_programs_pool")
-        if not program_potential >= 0.0:
-            raise ValueError(f"program_potential must be >= 0, got {program_potential}")
+        self._start_pool_indices = program_indices(start_programs_pool)
+        self._potential_pool_indices = program_indices(program_potential_pool)
+        self._block_pool_indices = program_indices(program_block_pool)
+        self._explore_pool_indices = program_indices(explore_pool)
+        macro_pool_indices = program_indices(acquire_macro_pool)
         self.reward_shaping = reward_shaping
         self.close_undo_exploit = close_undo_exploit
         self.undo_pays_once = undo_pays_once

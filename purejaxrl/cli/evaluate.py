@@ -7,7 +7,8 @@ envs.registry (HackMatrix, the toy corridor, a gymnax id).
     python scripts/evaluate.py --env CartPole-v1 --episodes 64          # return and length
     python scripts/evaluate.py --policies none --search-simulations 16 64 --episodes 64
     python scripts/evaluate.py --checkpoint RUN --rollout-search 8 --search-leaf value
-    python scripts/evaluate.py --checkpoint RUN --start-programs 1 --start-programs-pool reset
+    python scripts/evaluate.py --checkpoint RUN --start-programs 1 --start-programs-pool reset \
+        --start-programs-share 1
 
 Each policy plays one episode on each of --episodes envs reset from the same keys, so the rows
 of the table face identical starting boards.
@@ -20,7 +21,7 @@ import json
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser, name_list
+from purejaxrl.cli.parsing import ArgumentParser, add_env_option_flags, env_options_from_args
 
 choose_platforms()  # before anything imports JAX
 
@@ -38,18 +39,29 @@ COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "r
            "length_mean": "length_mean", "death_rate": "death_rate",
            "truncation_rate": "truncation_rate", "undo_exploit_completions_per_episode": "R9/ep",
            "invalid_actions": "invalid_actions", "unfinished": "unfinished"}
-# Training options an evaluation may change (the env takes those it declares).
-ENV_OVERRIDES = ("env", "reward_shaping", "max_episode_steps", "close_undo_exploit",
-                 "undo_pays_once")
+# Config fields an evaluation may change besides the env options of roles "game" and
+# "training" (``add_env_option_flags``).
+ENV_OVERRIDES = ("env", "max_episode_steps")
+# The env options an evaluation may set: the rules (role "game"), and as a diagnostic the
+# training games' curricula (role "training"); an agent's own options are its checkpoint's.
+EVALUATION_ROLES = ("game", "training")
 
 
 def baseline_config(config: TrainConfig) -> TrainConfig:
     """``config`` as the baselines (random, heuristic) play it: without the agent's own env
     options (``TrainConfig.agent_env_options``), so they play the game's own actions on the
     same boards."""
-    defaults = TrainConfig()
-    return config.replace(**{name: getattr(defaults, name)
-                             for name in config.agent_env_options()})
+    agent = config.agent_env_options()
+    return config.replace(env_options={name: value for name, value in config.env_options
+                                       if name not in agent})
+
+
+def training_options_set(config: TrainConfig) -> dict:
+    """The env options of role "training" that ``config`` sets (a diagnostic start or board,
+    not the game's own)."""
+    declared = config.declared_env_options()
+    return {name: value for name, value in config.env_options
+            if name in declared and declared[name].role == "training"}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -62,24 +74,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--seed", type=int, default=12345)
     parser.add_argument("--env", help="an id of envs.registry (hackmatrix, toy, a gymnax id "
                         "such as CartPole-v1); default: the checkpoint's, else hackmatrix")
-    options = parser.add_argument_group("HackMatrix options (other envs ignore them)")
-    options.add_argument("--reward-shaping", metavar="MODE",
-                         help="swift or potential (the env refuses another)")
-    options.add_argument("--close-undo-exploit", action=argparse.BooleanOptionalAction)
-    options.add_argument("--undo-pays-once", action=argparse.BooleanOptionalAction)
-    options.add_argument("--start-programs", type=int, metavar="K",
-                         help="every game starts owning K programs drawn from "
-                              "--start-programs-pool (default: all 23): a diagnostic of what "
-                              "owning them is worth to a policy, not the game's own start "
-                              "(which every benchmark row plays)")
-    options.add_argument("--start-programs-pool", type=name_list, metavar="NAMES",
-                         help="comma-separated program names for --start-programs")
+    add_env_option_flags(parser, EVALUATION_ROLES)
     parser.add_argument("--max-episode-steps", type=int,
                         help="the env's time limit: episodes are truncated after this many "
                              "steps (default: the checkpoint's, else the env's own)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     evaluate_search.add_arguments(parser)
     return parser
+
+
+def _shown(value) -> str:
+    return ",".join(value) or "none" if isinstance(value, tuple) else str(value)
 
 
 def format_table(results: dict) -> str:
@@ -120,11 +125,6 @@ def main(argv=None) -> int:
     except OutputPathError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
-    if args.start_programs is not None and args.start_programs < 1 \
-            or args.start_programs_pool and not args.start_programs:
-        print("error: --start-programs must be >= 1, and --start-programs-pool needs it",
-              file=sys.stderr)
-        return 2
     search_error = evaluate_search.arguments_error(args)
     if requested == [] and not evaluate_search.wants_search(args):
         search_error = (f"--policies {NO_POLICIES} leaves nothing to evaluate without "
@@ -155,16 +155,13 @@ def main(argv=None) -> int:
               f"{checkpoint['env_steps']:,} env steps)")
     overrides = {name: getattr(args, name) for name in ENV_OVERRIDES
                  if getattr(args, name) is not None}
-    if args.start_programs:  # every game, not a share: the diagnostic start
-        overrides.update(start_programs=args.start_programs, start_programs_share=1.0,
-                         start_programs_pool=args.start_programs_pool or ())
     if params is not None and overrides.get("env", config.env) != config.env:
         print("error: --env differs from the checkpoint's environment", file=sys.stderr)
         return 2
     try:
         if params is None:  # the env's own defaults (a gymnax env's training reward is "env")
             config = ppo.config_for_env(overrides.get("env", config.env))
-        config = config.replace(**overrides)
+        config = config.replace(**overrides).with_env_options(**env_options_from_args(args))
         env, env_params, network, _, _ = ppo.build(config)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -230,13 +227,15 @@ def main(argv=None) -> int:
                                                    int(env_params.max_steps_in_episode),
                                                    critic))
     print(f"{args.episodes} episodes per policy on {config.env} (seed {args.seed})")
-    if args.start_programs:
-        pool = ", ".join(args.start_programs_pool or ()) or "all 23"
-        print(f"every game starts owning {args.start_programs} program(s) of {pool}: not the "
-              "game's own start")
+    diagnostic = training_options_set(config)
+    if diagnostic:
+        values = {name: config.env_option(name) for name, option
+                  in config.declared_env_options().items() if option.role == "training"}
+        print("a diagnostic, not the game's own games: the training options "
+              + ", ".join(f"{name}={_shown(value)}" for name, value in values.items()))
         for summary in results.values():
-            summary["start_programs"] = {"count": args.start_programs,
-                                         "pool": list(args.start_programs_pool or ())}
+            summary["training_options"] = {name: list(value) if isinstance(value, tuple)
+                                           else value for name, value in values.items()}
     print(format_table(results))
     if any("stage_reached" in summary for summary in results.values()):
         print(evaluate_search.format_stage_table(results))

@@ -1,10 +1,14 @@
-"""What the command lines share: one-line usage errors, and number types that refuse NaN and
-infinity while the arguments are parsed."""
+"""What the command lines share: one-line usage errors, number types that refuse NaN and
+infinity while the arguments are parsed, and the flags of the envs' own training options."""
 
 from __future__ import annotations
 
 import argparse
 import math
+
+from envs import registry
+from envs.options import ROLES
+from envs.registry import OWN_ENVS
 
 
 class ArgumentParser(argparse.ArgumentParser):
@@ -34,3 +38,39 @@ def name_list(text: str) -> tuple[str, ...]:
     if not all(names):
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return names
+
+
+def add_env_option_flags(parser: argparse.ArgumentParser, roles=ROLES) -> None:
+    """A flag for each training option of our envs of one of ``roles`` (``envs/options.py``:
+    ``--`` + its name), its default "not given" (None); the help names the envs that take it
+    and its default. An env that does not take a given one refuses it (``validate_config``)."""
+    group = parser.add_argument_group("environment options (each env takes its own; "
+                                      "envs/options.py)")
+    for name, (option, env_ids) in env_option_table().items():
+        if option.role not in roles:
+            continue
+        default = option.default
+        shown = ("on" if default else "off") if isinstance(default, bool) \
+            else ",".join(default) or "none" if isinstance(default, tuple) else default
+        kind = {"bool": dict(action=argparse.BooleanOptionalAction),
+                "int": dict(type=int, metavar="K"), "float": dict(type=finite_float, metavar="X"),
+                "str": dict(metavar="NAME"), "names": dict(type=name_list, metavar="NAMES")}
+        group.add_argument(option.flag, dest=name, **kind[option.kind],
+                           help=f"({', '.join(env_ids)}) {option.help}; default {shown}")
+
+
+def env_option_table() -> dict:
+    """{name: (EnvOption, the ids of our envs that take it)} over every env of ours."""
+    table = {}
+    for env_id in OWN_ENVS:
+        for option in registry.training_options(env_id):
+            known, takers = table.get(option.name, (option, ()))
+            assert known.kind == option.kind, f"option {option.name} differs between envs"
+            table[option.name] = (known, takers + (env_id,))
+    return table
+
+
+def env_options_from_args(args) -> dict:
+    """The env options given on the command line."""
+    return {name: getattr(args, name) for name in env_option_table()
+            if getattr(args, name, None) is not None}

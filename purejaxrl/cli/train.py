@@ -11,8 +11,9 @@ corridor, or any gymnax env with discrete actions by its id.
 The defaults below are HackMatrix's. A gymnax env starts from PureJaxRL's config instead where
 a flag is not given (vector observations: its CartPole config, 4 envs x 128 steps, 500k steps,
 lr 2.5e-4, 64x2 tanh MLP; images: its MinAtar config, 64 envs, 10M steps, lr 5e-3, relu, with
-our small CNN; SPEC §2 has the table); the HackMatrix options (--reward-shaping,
---close-undo-exploit, --undo-pays-once) are ignored by envs that do not take them. The minibatch
+our small CNN; SPEC §2 has the table). Each env's own options (HackMatrix's --reward-shaping,
+--start-programs, --acquire-macro, ...: its ``training_options``) are flags too, and an env
+refuses one it does not take. The minibatch
 count and the epochs follow the batch size (``auto_scale_config``) unless given. On
 resume, the checkpoint's config is used; a training flag that contradicts it is an error naming
 the field (run options such as --save-interval may change, and a larger --total-timesteps
@@ -35,7 +36,8 @@ import signal
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser, finite_float, name_list
+from purejaxrl.cli.parsing import (ArgumentParser, add_env_option_flags, env_options_from_args,
+                                   finite_float)
 
 choose_platforms()  # before anything imports JAX
 
@@ -51,15 +53,11 @@ CHECKPOINT_DIR = RunOptions.checkpoint_dir
 
 # CLI flag dest -> TrainConfig field, for flags whose default is "not given" (None).
 _CONFIG_FLAGS = (
-    "env", "reward_shaping", "max_episode_steps", "close_undo_exploit", "undo_pays_once",
-    "start_programs", "start_programs_share", "start_programs_pool", "program_potential",
-    "program_potential_pool", "program_block_pool", "program_block_share", "acquire_macro",
-    "acquire_macro_pool", "acquire_macro_from_stage", "exit_distance_view",
-    "training_reward", "curriculum_share", "curriculum_slots",
+    "env", "max_episode_steps", "training_reward", "curriculum_share", "curriculum_slots",
     "total_timesteps",
     "num_envs", "num_steps", "num_minibatches", "update_epochs", "lr", "anneal_lr", "lr_floor",
     "gamma", "gae_lambda", "clip_eps", "clip_value_loss", "ent_coef", "group_entropy_coef",
-    "explore_share", "explore_pool", "explore_anneal", "vf_coef", "max_grad_norm",
+    "explore_share", "explore_anneal", "vf_coef", "max_grad_norm",
     "normalize_advantages", "normalize_rewards", "hidden_width", "hidden_depth", "activation",
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
@@ -75,61 +73,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser = ArgumentParser(description=__doc__,
                             formatter_class=argparse.RawDescriptionHelpFormatter)
     flag = argparse.BooleanOptionalAction
-    env = parser.add_argument_group("environment (--reward-shaping, --close-undo-exploit and "
-                                    "--undo-pays-once: HackMatrix only, other envs ignore them)")
+    env = parser.add_argument_group("environment")
     env.add_argument("--env", help="hackmatrix, toy (the test corridor), or a gymnax id with "
                      "discrete actions (CartPole-v1, Breakout-MinAtar, ...)")
-    env.add_argument("--reward-shaping", metavar="MODE",
-                     help="swift: Swift's one-directional distance reward (the env's own "
-                          "default); potential: gamma*phi(s') - phi(s) (decisions R7); the "
-                          "env refuses a mode it lacks")
     env.add_argument("--max-episode-steps", type=int,
                      help="truncation limit (default: the environment's)")
-    env.add_argument("--close-undo-exploit", action=flag,
-                     help="clear the UNDO history at each stage start (decisions R9)")
-    env.add_argument("--undo-pays-once", action=flag,
-                     help="a reward that UNDO took back is not paid again (Swift pays it "
-                          "again, a farm trained agents find: SPEC §1.5)")
-    env.add_argument("--start-programs", type=int, metavar="K",
-                     help="(HackMatrix) start a share of training games with K random "
-                          "programs owned (a curriculum: the game starts with none; "
-                          "evaluation plays the game's own start; 0 = off)")
-    env.add_argument("--start-programs-share", type=float, metavar="P",
-                     help="the share of training games that start with --start-programs")
-    env.add_argument("--start-programs-pool", type=name_list, metavar="NAMES",
-                     help="(HackMatrix) draw the --start-programs from these programs only, "
-                          "comma-separated (e.g. reset or reset,siph+; default: all 23)")
-    env.add_argument("--program-potential", type=float, metavar="C",
-                     help="(HackMatrix) potential-based shaping on the programs owned: "
-                          "gamma*phi(s') - phi(s), phi = C per program (0 after a death or a "
-                          "win), so acquiring one pays C at once and a game nets about 0; "
-                          "0 = off")
-    env.add_argument("--program-potential-pool", type=name_list, metavar="NAMES",
-                     help="(HackMatrix) the potential counts only these programs, "
-                          "comma-separated (e.g. reset; default: all 23)")
-    env.add_argument("--program-block-pool", type=name_list, metavar="NAMES",
-                     help="(HackMatrix) a curriculum: a share of generated stage boards has "
-                          "the block nearest the player hold one of these programs, visible, "
-                          "comma-separated (e.g. reset); the player must still siphon it; "
-                          "evaluation plays the game's own boards (default: off)")
-    env.add_argument("--program-block-share", type=float, metavar="P",
-                     help="the share of stage boards that --program-block-pool plants on")
-    env.add_argument("--acquire-macro", action=flag,
-                     help="(HackMatrix) one more action, 'head for a program': the next move of "
-                          "a plan to siphon a program block not owned, read from the observation "
-                          "(prior knowledge in the action space; kept when the policy plays; "
-                          "default: off)")
-    env.add_argument("--acquire-macro-pool", type=name_list, metavar="NAMES",
-                     help="(HackMatrix) --acquire-macro goes only for these programs, "
-                          "comma-separated (e.g. reset; default: any program not owned)")
-    env.add_argument("--acquire-macro-from-stage", type=int, metavar="K",
-                     help="(HackMatrix) --acquire-macro is offered only from stage K on "
-                          "(default: 1, every stage)")
-    env.add_argument("--exit-distance-view", action=flag,
-                     help="(HackMatrix) the board-view encoders see one more channel per cell: "
-                          "its path distance to the exit, read from the observation (prior "
-                          "knowledge in the agent's view; kept when the policy plays; "
-                          "default: off)")
     env.add_argument("--training-reward",
                      help="env: the environment's reward; or one the env offers (HackMatrix's "
                           "progress: without the components that only pay for postponing "
@@ -169,10 +117,6 @@ def build_parser() -> argparse.ArgumentParser:
                           help="where the env's exploration target is in reach (HackMatrix: a "
                           "siphon that would acquire a program), take it with probability P "
                           "in the rollout, as if the policy had sampled it; default 0: off")
-    ppo_args.add_argument("--explore-pool", type=name_list, metavar="NAMES",
-                          help="(HackMatrix) --explore-share takes only the siphons that would "
-                          "acquire one of these programs, comma-separated (e.g. reset; "
-                          "default: all 23)")
     ppo_args.add_argument("--explore-anneal", action=flag,
                           help="anneal --explore-share linearly to 0 over the run (default: "
                           "constant)")
@@ -298,6 +242,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true",
                      help="no live progress inside a chunk (then the chunk is kept in the "
                           "compile cache)")
+    add_env_option_flags(parser)
     multi = parser.add_argument_group("multi-process (multi-host)")
     multi.add_argument("--distributed", choices=DISTRIBUTED_MODES, default="auto",
                        help="auto (default): start jax.distributed on Cloud TPU VMs or when "
@@ -345,11 +290,12 @@ def config_from_args(args, base: TrainConfig | None, devices: int, say=print,
     auto-scaled minibatch count and epochs (``devices``: all devices of all processes)."""
     given = {name: getattr(args, name) for name in _CONFIG_FLAGS
              if getattr(args, name) is not None}
+    env_options = env_options_from_args(args)
     if base is not None:
-        return base.replace(**given)
+        return base.replace(**given).with_env_options(**env_options)
     # An env's own minibatch count and epochs are kept like explicit ones (PureJaxRL's).
     explicit = {**(env_defaults or {}), **given}
-    config = TrainConfig().replace(**explicit)
+    config = TrainConfig().replace(**explicit).with_env_options(**env_options)
     if "num_devices" not in explicit:
         config = config.replace(num_devices=devices)
     for name in ("num_envs", "num_steps", "num_devices"):

@@ -412,8 +412,9 @@ def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, t
     (["--episodes", "0"], "error: --episodes must be >= 1, got 0"),
     (["--max-episode-steps", "0"], "error: --max-episode-steps must be >= 1, got 0"),
     (["--max-steps", "5"], "unrecognized arguments: --max-steps 5"),
-    (["--start-programs", "0"], "error: --start-programs must be >= 1"),
-    (["--start-programs-pool", "reset"], "--start-programs-pool needs it"),
+    (["--start-programs", "-1"], "start_programs must be in 0..23, got -1"),
+    (["--start-programs-pool", "reset"], "start_programs_pool needs start_programs > 0"),
+    (["--acquire-macro"], "unrecognized arguments: --acquire-macro"),
 ])
 def test_evaluate_refuses_bad_counts_before_any_work(flags, message, capsys):
     """One line, exit 2, nothing on stdout. --max-episode-steps is the env's time limit and

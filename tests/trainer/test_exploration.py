@@ -124,19 +124,19 @@ def test_the_explore_pool_travels_from_the_command_line_to_the_env():
     from purejaxrl.config import TrainConfig
     args = build_parser().parse_args(["--explore-share", "0.25", "--explore-pool", "reset"])
     assert args.explore_pool == ("reset",)
-    config = TrainConfig(explore_share=0.25, explore_pool=("reset",))
+    config = TrainConfig(explore_share=0.25, env_options=dict(explore_pool=("reset",)))
     env, _ = ppo.make_env(config)
     assert env.env.explore_pool == ("reset",)
     assert TrainConfig.from_dict(config.to_dict()) == config
     older = config.to_dict()
-    del older["explore_pool"]
-    assert TrainConfig.from_dict(older).explore_pool == ()
+    del older["env_options"]["explore_pool"]
+    assert TrainConfig.from_dict(older).env_option("explore_pool") == ()
     with pytest.raises(ConfigError, match=re.escape("--explore-pool needs --explore-share")):
-        validate_config(TrainConfig(explore_pool=("reset",)))
+        validate_config(TrainConfig().with_env_options(explore_pool=("reset",)))
     with pytest.raises(ConfigError, match="--explore-pool needs an env that takes it"):
-        ppo.make_env(CONFIG.replace(explore_pool=("reset",)))
+        ppo.make_env(CONFIG.with_env_options(explore_pool=("reset",)))
     with pytest.raises(ConfigError, match="explore_pool must name distinct programs"):
-        ppo.make_env(config.replace(explore_pool=("resett",)))
+        ppo.make_env(config.with_env_options(explore_pool=("resett",)))
 
 
 def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_for_play():
@@ -148,37 +148,38 @@ def test_the_acquire_macro_travels_from_the_command_line_to_the_env_and_stays_fo
     from purejaxrl.cli.train import build_parser
     from purejaxrl.config import TrainConfig
     assert build_parser().parse_args(["--acquire-macro"]).acquire_macro is True
-    config = TrainConfig(acquire_macro=True)
+    config = TrainConfig().with_env_options(acquire_macro=True)
     env, _ = ppo.make_env(config)
     assert env.env.acquire_macro and env.num_actions == 29
-    assert config.for_play().acquire_macro
+    assert config.for_play().env_option("acquire_macro")
     older = config.to_dict()
-    del older["acquire_macro"]
-    assert TrainConfig.from_dict(older).acquire_macro is False
+    del older["env_options"]["acquire_macro"]
+    assert TrainConfig.from_dict(older).env_option("acquire_macro") is False
     with pytest.raises(ConfigError, match="--acquire-macro needs an env that takes it"):
-        ppo.make_env(CONFIG.replace(acquire_macro=True))
+        ppo.make_env(CONFIG.with_env_options(acquire_macro=True))
     pooled = build_parser().parse_args(["--acquire-macro", "--acquire-macro-pool", "reset"])
     assert pooled.acquire_macro_pool == ("reset",)
-    env, _ = ppo.make_env(config.replace(acquire_macro_pool=("reset",)))
+    env, _ = ppo.make_env(config.with_env_options(acquire_macro_pool=("reset",)))
     assert env.env.acquire_macro_pool == ("reset",)
-    with pytest.raises(ConfigError, match="--acquire-macro-pool needs --acquire-macro"):
-        validate_config(TrainConfig(acquire_macro_pool=("reset",)))
+    with pytest.raises(ConfigError, match="acquire_macro_pool needs acquire_macro"):
+        validate_config(TrainConfig().with_env_options(acquire_macro_pool=("reset",)))
     # --acquire-macro-from-stage K holds the macro back before stage K, in play too.
     late = build_parser().parse_args(["--acquire-macro", "--acquire-macro-from-stage", "3"])
     assert late.acquire_macro_from_stage == 3
-    late_config = config.replace(acquire_macro_from_stage=3)
+    late_config = config.with_env_options(acquire_macro_from_stage=3)
     env, _ = ppo.make_env(late_config)
     assert env.env.acquire_macro_from_stage == 3
     assert late_config.for_play().agent_env_options()["acquire_macro_from_stage"] == 3
     predating = late_config.to_dict()
-    del predating["acquire_macro_from_stage"]
-    assert TrainConfig.from_dict(predating).acquire_macro_from_stage == 1
-    with pytest.raises(ConfigError, match="--acquire-macro-from-stage needs --acquire-macro"):
-        validate_config(TrainConfig(acquire_macro_from_stage=3))
-    with pytest.raises(ConfigError, match="--acquire-macro-from-stage must be a stage number"):
-        validate_config(TrainConfig(acquire_macro=True, acquire_macro_from_stage=0))
+    del predating["env_options"]["acquire_macro_from_stage"]
+    assert TrainConfig.from_dict(predating).env_option("acquire_macro_from_stage") == 1
+    with pytest.raises(ConfigError, match="acquire_macro_from_stage needs acquire_macro"):
+        validate_config(TrainConfig().with_env_options(acquire_macro_from_stage=3))
+    with pytest.raises(ConfigError, match="acquire_macro_from_stage must be a stage, 1..8"):
+        validate_config(TrainConfig().with_env_options(acquire_macro=True,
+                                                        acquire_macro_from_stage=0))
     with pytest.raises(ConfigError, match="--acquire-macro-from-stage needs an env that takes"):
-        ppo.make_env(CONFIG.replace(acquire_macro_from_stage=3))
+        ppo.make_env(CONFIG.with_env_options(acquire_macro_from_stage=3))
 
 
 def test_the_judged_network_keeps_the_agents_own_env_options_and_the_baselines_do_not():
@@ -187,8 +188,8 @@ def test_the_judged_network_keeps_the_agents_own_env_options_and_the_baselines_d
     on the game's own 28; training options still stay out."""
     from purejaxrl.config import TrainConfig
     from purejaxrl.learning_benchmark import evaluation_env
-    config = TrainConfig(env="hackmatrix", acquire_macro=True, acquire_macro_pool=("reset",),
-                         undo_pays_once=True)
+    config = TrainConfig(env="hackmatrix", env_options=dict(
+        acquire_macro=True, acquire_macro_pool=("reset",), undo_pays_once=True))
     env, _ = evaluation_env(config)
     assert env.num_actions == 29 and env.env.acquire_macro_pool == ("reset",)
     assert not env.env.undo_pays_once
@@ -208,12 +209,12 @@ def test_evaluate_plays_its_baselines_without_the_checkpoints_macro(monkeypatch,
     from purejaxrl.cli.evaluate import baseline_config
     from purejaxrl.cli.evaluate import main as evaluate_main
     from purejaxrl.config import TrainConfig
-    macro = TrainConfig(acquire_macro=True, acquire_macro_pool=("reset",),
-                        acquire_macro_from_stage=3, start_programs=1)
+    macro = TrainConfig(env_options=dict(acquire_macro=True, acquire_macro_pool=("reset",),
+                                         acquire_macro_from_stage=3, start_programs=1))
     game = baseline_config(macro)
-    assert (game.acquire_macro, game.acquire_macro_pool, game.acquire_macro_from_stage) == (
-        False, (), 1)
-    assert game.start_programs == 1  # only the agent's own options go
+    assert [game.env_option(name) for name in (
+        "acquire_macro", "acquire_macro_pool", "acquire_macro_from_stage")] == [False, (), 1]
+    assert game.env_option("start_programs") == 1  # only the agent's own options go
     assert baseline_config(TrainConfig()) == TrainConfig()
 
     class Stop(Exception):

@@ -200,8 +200,9 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
 def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
     """Seeds and baselines are judged in the game itself: the env's own defaults (Swift's
     reward and rules, default time limit), not the training run's shaping, UNDO fix or limit."""
-    config = TrainConfig(env="hackmatrix", reward_shaping="potential", close_undo_exploit=True,
-                         undo_pays_once=True, max_episode_steps=300, gamma=0.9)
+    config = TrainConfig(env="hackmatrix", max_episode_steps=300, gamma=0.9,
+                         env_options=dict(reward_shaping="potential", close_undo_exploit=True,
+                                          undo_pays_once=True))
     env, params = evaluation_env(config)
     parity = HackMatrix()
     judged = (env.env.reward_shaping, env.env.close_undo_exploit, env.env.undo_pays_once)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from purejaxrl.checkpoint import CONVERTER, TRUST_FLAG, CheckpointError, load_checkpoint
-from purejaxrl.config import FIELDS_ADDED_LATER
+from purejaxrl.config import FIELDS_ADDED_LATER, LEGACY_ENV_OPTION_FIELDS
 from purejaxrl.train import train
 from scripts import convert_checkpoint
 from tests.trainer.toy_run import CONFIG as TOY_CONFIG
@@ -69,9 +69,15 @@ def test_the_converter_writes_the_same_state_in_the_current_format(converted):
     assert checkpoint["path"] == str(converted / "checkpoint_2.msgpack")
     # Fields added after the pickle take the values that reproduce its run (FIELDS_ADDED_LATER).
     assert checkpoint["config"] == CONFIG.to_dict()
-    later = {k: v for k, v in checkpoint["config"].items() if k not in legacy["config"]}
+    later = {k: v for k, v in checkpoint["config"].items()
+             if k not in legacy["config"] and k != "env_options"}
     assert later == {k: FIELDS_ADDED_LATER[k] for k in later}
-    assert {k: checkpoint["config"][k] for k in legacy["config"]} == legacy["config"]
+    # The env options it held as fields of their own (reward_shaping, ...) are the env's: the
+    # toy corridor takes none, so none is kept; every other field is as the pickle holds it.
+    assert checkpoint["config"]["env_options"] == {}
+    kept = [k for k in legacy["config"] if k not in LEGACY_ENV_OPTION_FIELDS]
+    assert {k: checkpoint["config"][k] for k in kept} == {k: legacy["config"][k] for k in kept}
+    assert set(legacy["config"]) - set(kept) <= set(LEGACY_ENV_OPTION_FIELDS)
     for key in ("update", "env_steps", "run_name", "wandb_run_id", "num_processes"):
         assert checkpoint[key] == legacy[key], key
     assert checkpoint["converted_from"]["file"] == "checkpoint_2.pkl"
