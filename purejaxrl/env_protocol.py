@@ -45,7 +45,6 @@ class TrainerEnv:
         self.reward_components: tuple[str, ...] = tuple(step[5].get("reward_breakdown", {}))
         self.training_reward_names = (ENV_TRAINING_REWARD,) + tuple(
             getattr(env, "training_rewards", {}))
-        self.training_options: tuple[str, ...] = tuple(getattr(env, "training_options", ()))
         self.metrics: tuple[Metric, ...] = tuple(getattr(env, "metrics", ()))
         self.num_stages: Optional[int] = getattr(env, "num_stages", None)
         self.has_board_view = hasattr(env, "board_view")

@@ -2,20 +2,15 @@
 configuration on both sides (which fields make a configuration, a pure function of the rows),
 and an option the env cannot take is refused before any work."""
 
-import importlib.util
 import os
 
 import pytest
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCHMARK = os.path.join(REPO_ROOT, "scripts", "benchmark.py")
+from tests.script_harness import load_script
 
 
 def load_benchmark():
-    spec = importlib.util.spec_from_file_location("benchmark_script", BENCHMARK)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    return load_script("benchmark")
 
 
 def test_compare_tells_configurations_apart_by_core_and_head_width():

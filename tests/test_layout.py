@@ -3,10 +3,11 @@ checked: the rules in ``envs/hackmatrix/core`` import nothing outside ``core``; 
 (the modules directly in ``envs/hackmatrix``) builds on ``core`` only; the viewers (``viz``)
 never reach into the Swift I/O (``swift_io``); nothing under ``envs`` imports the trainer or the
 scripts. The trainer (``purejaxrl``) imports no env: it meets them in ``envs/registry.py`` and
-reads them by ``envs/contract.py``, the only ``envs`` modules it may import besides the
-JAX-free ``envs/compile_cache.py``; an env package imports no other env package. No file adds
-to ``sys.path``: the scripts import the installed project (requirements.txt installs it with
-``-e .``), the tests get the root from pytest.ini."""
+reads them by ``envs/contract.py`` and their options by ``envs/options.py``, the only
+``envs`` modules it may import besides the JAX-free ``envs/compile_cache.py``; an env
+package imports no other env package. No file adds to ``sys.path``: the scripts import the
+installed project (requirements.txt installs it with ``-e .``), the tests get the root from
+pytest.ini."""
 
 import ast
 import os
@@ -29,7 +30,8 @@ ALLOWED = {
 FACADE = PACKAGE / "__init__.py"
 FOREIGN = ("purejaxrl", "scripts", "tests")
 # The envs modules the trainer may import: the meeting point, the contract, the compile cache.
-TRAINER_MAY_IMPORT = ("envs", "envs.registry", "envs.contract", "envs.compile_cache")
+TRAINER_MAY_IMPORT = ("envs", "envs.registry", "envs.contract", "envs.options",
+                      "envs.compile_cache")
 ENV_PACKAGES = ("hackmatrix", "toy")
 
 

@@ -3,8 +3,6 @@ given wins), a tiny CartPole-v1 run (MLP) and Breakout-MinAtar run (CNN) train a
 and length and nothing of HackMatrix's, and watch_agent plays their checkpoints (text; a GIF of
 MinAtar's images)."""
 
-import importlib.util
-import os
 
 import imageio.v3 as iio
 import pytest
@@ -12,9 +10,9 @@ import pytest
 from purejaxrl import ppo
 from purejaxrl.config import GYMNAX_IMAGE_DEFAULTS, GYMNAX_VECTOR_DEFAULTS
 from purejaxrl.train import train
+from tests.script_harness import load_script
 from tests.trainer.toy_run import options
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 HACKMATRIX_KEYS = ("episode/win_rate", "episode/stage_mean", "actions/invalid",
                    "undo_exploit_completions", "progress/steps_per_stage")
 
@@ -68,11 +66,7 @@ def test_minatar_trains_with_the_cnn(tmp_path, compile_cache_dir):
 
 def load_watch_agent():
     """scripts/watch_agent.py as a module (scripts are not a package)."""
-    spec = importlib.util.spec_from_file_location(
-        "watch_agent", os.path.join(REPO_ROOT, "scripts", "watch_agent.py"))
-    watch = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(watch)
-    return watch
+    return load_script("watch_agent")
 
 
 @pytest.mark.parametrize("gif", [False, True])
@@ -135,10 +129,7 @@ def test_learning_benchmark_judges_an_env_without_stages_by_return(cartpole_run,
 def test_the_reference_tier_needs_an_env_with_a_published_budget(capsys):
     """learn_bench's tier ``reference`` trains for the env's own budget (no budget of its
     own); HackMatrix has none, so it is refused (exit 2, one line, before anything trains)."""
-    spec = importlib.util.spec_from_file_location(
-        "learn_bench", os.path.join(REPO_ROOT, "scripts", "learn_bench.py"))
-    learn_bench = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(learn_bench)
+    learn_bench = load_script("learn_bench")
     assert learn_bench.main(["--tier", "reference", "--no-ledger"]) == 2
     assert capsys.readouterr().err.strip() == (
         "error: --tier reference: hackmatrix has no published budget; use smoke, standard or "

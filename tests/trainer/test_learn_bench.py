@@ -3,7 +3,6 @@ same held-out boards, the baselines beside them, one ledger row per seed and per
 a learning-curve PNG. (Learning results themselves live in the ledger and SPEC, not in tests.)"""
 
 import dataclasses
-import importlib.util
 import json
 import os
 
@@ -14,20 +13,11 @@ from purejaxrl import learning_benchmark
 from purejaxrl.config import RunOptions, TrainConfig
 from purejaxrl.learning_benchmark import evaluation_env, honest, run
 from purejaxrl.train import train
+from tests.script_harness import load_script
 
 # Extended suite (`pytest -m slow`): learn_bench trains, evaluates and resumes in
 # subprocesses, about 70 s.
 pytestmark = pytest.mark.slow
-
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def load_script(name):
-    spec = importlib.util.spec_from_file_location(name, os.path.join(REPO_ROOT, "scripts",
-                                                                     f"{name}.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 @pytest.fixture(scope="module")

@@ -2,19 +2,13 @@
 ledger, or whose run directory holds a run, is refused with one line and exit 2 before any
 work (the baselines' evaluation included), and nothing is written."""
 
-import importlib.util
 import json
-import os
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from tests.script_harness import load_script
 
 
 def learn_bench_main(argv):
-    spec = importlib.util.spec_from_file_location(
-        "learn_bench", os.path.join(REPO_ROOT, "scripts", "learn_bench.py"))
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module.main(argv)
+    return load_script("learn_bench").main(argv)
 
 
 def refused(tmp_path, capsys, ledger_text=""):
