@@ -305,7 +305,9 @@ def measure_in_subprocess(argv: list[str], num_devices: int) -> list[dict]:
     env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") +
                         f" --xla_force_host_platform_device_count={num_devices}").strip()
     env[CHILD_DEVICES_ENV] = str(num_devices)
-    env.setdefault("JAX_PLATFORMS", "cpu")
+    # The forced devices are host devices: whatever this process chose (choose_platforms may
+    # have picked "cuda,cpu"), the child runs on the CPU.
+    env["JAX_PLATFORMS"] = "cpu"
     proc = subprocess.run([sys.executable, os.path.abspath(__file__), *argv], env=env,
                           stdout=subprocess.PIPE, text=True)
     out = proc.stdout
@@ -413,6 +415,7 @@ def without_devices_flag(argv: list[str]) -> list[str]:
 
 def main(argv=None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
+    choose_platforms()  # before JAX is imported (the parser's choices come from the config)
     parser = build_parser()
     args = parser.parse_args(argv)
     if args.compare:
@@ -431,8 +434,6 @@ def main(argv=None) -> int:
             or args.num_seeds < 1:
         parser.error("--num-envs, --num-steps, --repeats, --updates-per-chunk, --devices and "
                      "--num-seeds must be positive")
-    if not args.devices:  # the --devices children run on forced CPU devices (JAX_PLATFORMS=cpu)
-        choose_platforms()  # before JAX is imported
     import jax  # noqa: F401
     from purejaxrl.config import ConfigError
 
