@@ -646,21 +646,22 @@ def validate_config(config: TrainConfig) -> None:
          f"--compute-dtype must be one of {COMPUTE_DTYPE_CHOICES}, got {config.compute_dtype!r}")
 
 
-# What each of an option's ``requires`` (envs/options.py) asks of the trainer's config, and how
-# to say it is missing.
+# What each of an option's ``requires`` (envs/options.py) asks of the trainer's config, and what
+# an option's flag then needs, said of the config that lacks it.
 _REQUIREMENT_MET = {
     "board_view": (lambda config: config.encoder in BOARD_ENCODERS,
-                   f"a board encoder ({', '.join(BOARD_ENCODERS)})"),
+                   lambda config: f"a board encoder ({', '.join(BOARD_ENCODERS)}): --encoder "
+                                  f"{config.encoder} does not read the board view"),
     "exploration": (lambda config: config.explore_share > 0,
-                    "--explore-share P > 0 (the share it explores)"),
+                    lambda config: "--explore-share P > 0 (the share it explores)"),
 }
 assert set(_REQUIREMENT_MET) == set(REQUIREMENTS)
 
 
 def check_env_options(config: TrainConfig) -> None:
     """Every env option the config sets is one its env takes, of the option's kind, and with
-    what the option requires of the trainer; the values themselves are the env's to judge (its
-    constructor, when ``ppo.make_env`` builds it)."""
+    what the option requires of the trainer; then the env's own check of the values
+    (``registry.check_option_values``, the one its constructor runs), before JAX is needed."""
     declared = config.declared_env_options()
     for name, value in config.env_options:
         if name not in declared:
@@ -675,9 +676,7 @@ def check_env_options(config: TrainConfig) -> None:
             for need in option.requires:
                 met, wanted = _REQUIREMENT_MET[need]
                 if not met(config):
-                    raise ConfigError(f"{option.flag} needs {wanted}"
-                                      + (f": --encoder {config.encoder} does not read the "
-                                         "board view" if need == "board_view" else ""))
+                    raise ConfigError(f"{option.flag} needs {wanted(config)}")
     try:
         registry.check_option_values(config.env, config.env_option_values())
     except ValueError as error:

@@ -21,7 +21,8 @@ import json
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser, add_env_option_flags, env_options_from_args
+from purejaxrl.cli.parsing import (ArgumentParser, add_env_option_flags, env_options_from_args,
+                                   option_value_text)
 
 choose_platforms()  # before anything imports JAX
 
@@ -81,10 +82,6 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
     evaluate_search.add_arguments(parser)
     return parser
-
-
-def _shown(value) -> str:
-    return ",".join(value) or "none" if isinstance(value, tuple) else str(value)
 
 
 def format_table(results: dict) -> str:
@@ -232,7 +229,7 @@ def main(argv=None) -> int:
         values = {name: config.env_option(name) for name, option
                   in config.declared_env_options().items() if option.role == "training"}
         print("a diagnostic, not the game's own games: the training options "
-              + ", ".join(f"{name}={_shown(value)}" for name, value in values.items()))
+              + ", ".join(f"{name}={option_value_text(value)}" for name, value in values.items()))
         for summary in results.values():
             summary["training_options"] = {name: list(value) if isinstance(value, tuple)
                                            else value for name, value in values.items()}

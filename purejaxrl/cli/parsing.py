@@ -49,14 +49,22 @@ def add_env_option_flags(parser: argparse.ArgumentParser, roles=ROLES) -> None:
     for name, (option, env_ids) in env_option_table().items():
         if option.role not in roles:
             continue
-        default = option.default
-        shown = ("on" if default else "off") if isinstance(default, bool) \
-            else ",".join(default) or "none" if isinstance(default, tuple) else default
+        shown = option_value_text(option.default)
         kind = {"bool": dict(action=argparse.BooleanOptionalAction),
                 "int": dict(type=int, metavar="K"), "float": dict(type=finite_float, metavar="X"),
                 "str": dict(metavar="NAME"), "names": dict(type=name_list, metavar="NAMES")}
         group.add_argument(option.flag, dest=name, **kind[option.kind],
                            help=f"({', '.join(env_ids)}) {option.help}; default {shown}")
+
+
+def option_value_text(value) -> str:
+    """An env option's value as the command lines print it: on/off, names joined by commas
+    (none for no names), or the value."""
+    if isinstance(value, bool):
+        return "on" if value else "off"
+    if isinstance(value, tuple):
+        return ",".join(value) or "none"
+    return str(value)
 
 
 def env_option_table() -> dict:
