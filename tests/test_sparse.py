@@ -2,6 +2,7 @@
 equals the per-lane semantics (work where enabled, carry elsewhere)."""
 
 import jax
+import jax.extend
 import jax.numpy as jnp
 import numpy as np
 
@@ -98,3 +99,37 @@ def test_ragged_loop_under_two_vmaps():
     t = np.asarray(trips)
     np.testing.assert_array_equal(np.asarray(total), t * (t + 1) // 2)
     np.testing.assert_array_equal(np.asarray(last), np.where(t > 0, t - 1, -1))
+
+
+def _loop_shapes(jaxpr) -> set:
+    """The shapes of every value the while loops of ``jaxpr`` (and the loops within) compute."""
+    shapes = set()
+    for eqn in jaxpr.eqns:
+        if eqn.primitive.name == "while":
+            body = eqn.params["body_jaxpr"].jaxpr
+            shapes |= {tuple(v.aval.shape) for e in body.eqns for v in e.outvars}
+        for sub in jax.extend.core.jaxprs_in_params(eqn.params):
+            shapes |= _loop_shapes(sub)
+    return shapes
+
+
+def test_sparse_update_under_two_vmaps_chunks_the_whole_batch():
+    """Seeds x envs or boards x worlds: the per-lane semantics hold, and the chunks are cut from
+    all 8 x 40 lanes at once (the work's values in the loop are [16], one chunk of the folded
+    batch), not one chunk of 40 per outer lane ([8, 16]: every outer lane paying whenever any
+    lane of the batch needs the work)."""
+    m, n = 8, 40
+    rng = np.random.default_rng(5)
+    enabled = jnp.asarray(rng.random((m, n)) < 0.05)
+    carry = (jnp.arange(m * n, dtype=jnp.float32).reshape(m, n), jnp.zeros((m, n), jnp.int32))
+    keys = jax.random.split(jax.random.PRNGKey(6), m * n).reshape(m, n, -1)
+    scale = jnp.asarray(rng.random((m, n)), jnp.float32)
+    twice = jax.vmap(jax.vmap(RUN))
+    got = jax.jit(twice)(enabled, carry, keys, scale)
+    flat = lambda x: x.reshape((m * n,) + x.shape[2:])  # noqa: E731
+    want = _reference(np.asarray(enabled).ravel(), jax.tree.map(flat, carry), flat(keys),
+                      flat(scale))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g).ravel(), np.asarray(w), rtol=1e-6)
+    shapes = _loop_shapes(jax.make_jaxpr(twice)(enabled, carry, keys, scale).jaxpr)
+    assert (16,) in shapes and (m, 16) not in shapes

@@ -8,6 +8,12 @@ scatters the results back: the cost follows the number of lanes that need it, no
 size. ``ragged_loop`` does the same for a loop whose trip count varies by lane (the enemies of
 a step, the transmissions of a spawn): the lanes loop in blocks of similar counts instead of
 all to the longest. Results are identical to the per-lane semantics (tested).
+
+Under two vmaps (the search's boards x worlds, ``--num-seeds``'s seeds x envs) the outer vmap
+would batch the inner rule's chunk loop as it is, so every lane of the whole batch would run
+the work whenever any of them needs it. The batched forms are therefore ``_one_batch_axis``
+functions: a further vmap folds its axis into the batch they already have, so the chunks are
+cut from every lane of every level at once.
 """
 
 import functools
@@ -31,6 +37,26 @@ def _broadcast_unbatched(axis_size: int, tree, flags):
         lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, flags)
 
 
+def _one_batch_axis(batched: Callable) -> Callable:
+    """``batched(*trees)`` (every leaf with one leading batch axis, the same for all) as a
+    function that, vmapped again, folds the new axis into that one: [m, n, ...] leaves become
+    [m * n, ...], ``batched`` runs once on them, and its results are unfolded back."""
+
+    @custom_vmap
+    def run(*trees):
+        return batched(*trees)
+
+    @run.def_vmap
+    def run_folded(axis_size, in_batched, *trees):
+        trees = tuple(_broadcast_unbatched(axis_size, t, b) for t, b in zip(trees, in_batched))
+        fold = lambda x: x.reshape((-1,) + x.shape[2:])  # noqa: E731
+        out = run(*jax.tree.map(fold, trees))
+        out = jax.tree.map(lambda x: x.reshape((axis_size, -1) + x.shape[1:]), out)
+        return out, jax.tree.map(lambda _: True, out)
+
+    return run
+
+
 def _chunk_size(axis_size: int) -> int:
     # Big enough that a typical step needs one chunk, small enough to skip most lanes.
     return max(1, min(axis_size, max(16, axis_size // 32)))
@@ -44,11 +70,9 @@ def sparse_update(work: Callable) -> Callable:
     def run(enabled, carry, *args):
         return jax.lax.cond(enabled, lambda: work(carry, *args), lambda: carry)
 
-    @run.def_vmap
-    def run_batched(axis_size, in_batched, enabled, carry, *args):
-        enabled = _broadcast_unbatched(axis_size, enabled, in_batched[0])
-        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
-        args = tuple(_broadcast_unbatched(axis_size, a, b) for a, b in zip(args, in_batched[2:]))
+    @_one_batch_axis
+    def chunked(enabled, carry, *args):
+        axis_size = enabled.shape[0]
         chunk = _chunk_size(axis_size)
         batched_work = jax.vmap(work)
 
@@ -66,6 +90,14 @@ def sparse_update(work: Callable) -> Callable:
             return remaining.at[lanes].set(False, mode="drop"), carry
 
         _, carry = jax.lax.while_loop(cond, body, (enabled, carry))
+        return carry
+
+    @run.def_vmap
+    def run_batched(axis_size, in_batched, enabled, carry, *args):
+        enabled = _broadcast_unbatched(axis_size, enabled, in_batched[0])
+        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
+        args = tuple(_broadcast_unbatched(axis_size, a, b) for a, b in zip(args, in_batched[2:]))
+        carry = chunked(enabled, carry, *args)
         return carry, jax.tree.map(lambda _: True, carry)
 
     return run
@@ -99,15 +131,13 @@ def ragged_loop(body: Callable) -> Callable:
     def run(trips, carry, consts):
         return _loop(body, trips, carry, consts)
 
-    @run.def_vmap
-    def run_batched(axis_size, in_batched, trips, carry, consts):
-        trips = _broadcast_unbatched(axis_size, trips, in_batched[0])
-        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
-        consts = _broadcast_unbatched(axis_size, consts, in_batched[2])
+    @_one_batch_axis
+    def blocked(trips, carry, consts):
+        axis_size = trips.shape[0]
         per_lane = jax.vmap(functools.partial(_loop, body))
         block = _block_size(axis_size)
         if block >= axis_size:
-            return per_lane(trips, carry, consts), jax.tree.map(lambda _: True, carry)
+            return per_lane(trips, carry, consts)
         n_blocks = -(-axis_size // block)
         padding = n_blocks * block - axis_size
         order = jnp.argsort(-trips)  # longest first: the last blocks loop least
@@ -124,8 +154,14 @@ def ragged_loop(body: Callable) -> Callable:
                                (block_trips.reshape(n_blocks, block), blocks(carry),
                                 blocks(consts)))
         back = jnp.argsort(order)
-        carry = jax.tree.map(
-            lambda x: x.reshape((n_blocks * block,) + x.shape[2:])[back], done)
+        return jax.tree.map(lambda x: x.reshape((n_blocks * block,) + x.shape[2:])[back], done)
+
+    @run.def_vmap
+    def run_batched(axis_size, in_batched, trips, carry, consts):
+        trips = _broadcast_unbatched(axis_size, trips, in_batched[0])
+        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
+        consts = _broadcast_unbatched(axis_size, consts, in_batched[2])
+        carry = blocked(trips, carry, consts)
         return carry, jax.tree.map(lambda _: True, carry)
 
     return run
