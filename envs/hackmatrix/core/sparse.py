@@ -37,6 +37,16 @@ def _broadcast_unbatched(axis_size: int, tree, flags):
         lambda x, b: x if b else jnp.broadcast_to(x, (axis_size,) + jnp.shape(x)), tree, flags)
 
 
+def _batching_rule(batched: Callable) -> Callable:
+    """The ``custom_vmap`` rule that gives every argument the batch axis and runs ``batched``
+    (a ``_one_batch_axis`` function) on them: every result is batched."""
+    def rule(axis_size, in_batched, *args):
+        args = tuple(_broadcast_unbatched(axis_size, a, b) for a, b in zip(args, in_batched))
+        out = batched(*args)
+        return out, jax.tree.map(lambda _: True, out)
+    return rule
+
+
 def _one_batch_axis(batched: Callable) -> Callable:
     """``batched(*trees)`` (every leaf with one leading batch axis, the same for all) as a
     function that, vmapped again, folds the new axis into that one: [m, n, ...] leaves become
@@ -92,14 +102,7 @@ def sparse_update(work: Callable) -> Callable:
         _, carry = jax.lax.while_loop(cond, body, (enabled, carry))
         return carry
 
-    @run.def_vmap
-    def run_batched(axis_size, in_batched, enabled, carry, *args):
-        enabled = _broadcast_unbatched(axis_size, enabled, in_batched[0])
-        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
-        args = tuple(_broadcast_unbatched(axis_size, a, b) for a, b in zip(args, in_batched[2:]))
-        carry = chunked(enabled, carry, *args)
-        return carry, jax.tree.map(lambda _: True, carry)
-
+    run.def_vmap(_batching_rule(chunked))
     return run
 
 
@@ -156,12 +159,5 @@ def ragged_loop(body: Callable) -> Callable:
         back = jnp.argsort(order)
         return jax.tree.map(lambda x: x.reshape((n_blocks * block,) + x.shape[2:])[back], done)
 
-    @run.def_vmap
-    def run_batched(axis_size, in_batched, trips, carry, consts):
-        trips = _broadcast_unbatched(axis_size, trips, in_batched[0])
-        carry = _broadcast_unbatched(axis_size, carry, in_batched[1])
-        consts = _broadcast_unbatched(axis_size, consts, in_batched[2])
-        carry = blocked(trips, carry, consts)
-        return carry, jax.tree.map(lambda _: True, carry)
-
+    run.def_vmap(_batching_rule(blocked))
     return run
