@@ -58,6 +58,35 @@ class EnvOption:
         return "--" + self.name.replace("_", "-")
 
 
+@dataclasses.dataclass(frozen=True)
+class Judgement:
+    """One set of rules the learning benchmark judges every policy under (the contract's
+    ``JUDGEMENTS``, declared beside an env's training options).
+
+    ``key`` is the ledger key its summaries are stored under; ``options``, the env's game
+    options set for it (over the constructor's defaults, the original game). ``shown`` marks
+    the judgement tables show (the honest one; an env without one shows its first). ``carried``
+    are (summary key, column title) pairs of this judgement's figures a table shows beside the
+    shown one (what the shown rules take away). ``tag`` is what the ledger overview writes for
+    a label whose rows all hold this judgement; ``words``, how a seed's line names it."""
+
+    key: str
+    options: tuple[tuple[str, Any], ...] = ()
+    shown: bool = False
+    carried: tuple[tuple[str, str], ...] = ()
+    tag: str = "-"
+    words: str = ""
+
+
+# The judgement of an env that declares none: the game as its constructor plays it.
+AS_IT_IS = (Judgement("eval", shown=True),)
+
+
+def shown_judgement(judgements: tuple[Judgement, ...]) -> Judgement:
+    """The judgement tables show: the one marked ``shown``, else the first."""
+    return next((judgement for judgement in judgements if judgement.shown), judgements[0])
+
+
 def normalized(value: Any) -> Any:
     """A value as a config holds it: a list of names (JSON) becomes a tuple (hashable)."""
     return tuple(value) if isinstance(value, list) else value

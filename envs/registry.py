@@ -15,8 +15,10 @@ DEFAULT_ENV = "hackmatrix"
 # Our own envs: id -> "module:class".
 OWN_ENVS = {"hackmatrix": "envs.hackmatrix:HackMatrix", "toy": "envs.toy:ToyCorridor"}
 # The training options of our envs that take some, where they can be read without importing
-# JAX: id -> a module with ``TRAINING_OPTIONS`` (the class's ``training_options``) and
-# ``check_values(values)`` (a ValueError for values the env cannot play).
+# JAX: id -> a module with ``TRAINING_OPTIONS`` (the class's ``training_options``),
+# ``check_values(values)`` (a ValueError for values the env cannot play) and optionally
+# ``JUDGEMENTS`` (``envs/options.py``'s ``Judgement``: the rules the learning benchmark judges
+# a policy under).
 OWN_ENV_OPTIONS = {"hackmatrix": "envs.hackmatrix.options"}
 
 
@@ -77,6 +79,16 @@ def check_option_values(env_id: str, values: dict) -> None:
     option it takes, at a run's values), without building the env or importing JAX."""
     if env_id in OWN_ENV_OPTIONS:
         importlib.import_module(OWN_ENV_OPTIONS[env_id]).check_values(values)
+
+
+def judgements(env_id: str) -> tuple:
+    """The ``Judgement``s the learning benchmark judges a policy of ``env_id`` under, read
+    without importing JAX: the env's own ``JUDGEMENTS``, else the game as it is (``AS_IT_IS``:
+    a gymnax env, an own env that declares none, an unknown id)."""
+    from envs.options import AS_IT_IS
+    if env_id not in OWN_ENV_OPTIONS:
+        return AS_IT_IS
+    return getattr(importlib.import_module(OWN_ENV_OPTIONS[env_id]), "JUDGEMENTS", AS_IT_IS)
 
 
 def takes_option(env_id: str, option: str) -> bool:

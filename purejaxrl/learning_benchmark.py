@@ -7,10 +7,12 @@ Held-out boards: every policy plays one episode from each of ``episodes`` resets
 splits). Evaluation always runs on the environment's parity defaults (Swift's reward and time
 limit), whatever reward options the run trained with, so every row of the ledger is judged on
 the same game: by stage reached and wins, with the Swift return alongside. Every policy is judged
-twice: in the parity env as it is (``eval``, decisions R9's cross-stage UNDO loop open, as in
-Swift) and with that loop closed (``eval_closed``): the honest figures, the ones the summary
-table shows, since a win bought through the loop is no win. Each judgement holds the means and
-the per-stage report (``stages``: the share of games reaching and clearing every stage).
+under each of the env's judgements (``registry.judgements``, declared by the env beside its
+training options; one, ``eval``, the game as it is, for an env that declares none): HackMatrix
+is judged in the parity env as it is (``eval``, decisions R9's cross-stage UNDO loop open, as in
+Swift) and with that loop closed (``eval_closed``), the honest figures the summary table shows,
+since a win bought through the loop is no win. Each judgement holds the means and the per-stage
+report (``stages``: the share of games reaching and clearing every stage).
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import jax.numpy as jnp
 import numpy as np
 
 from envs import registry
+from envs.options import shown_judgement
 from purejaxrl import ppo
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
 from purejaxrl.config import ConfigError, RunOptions, TrainConfig
@@ -61,16 +64,19 @@ LEDGER = os.path.join("benchmarks", "learning", "ledger.jsonl")
 REFERENCE_LEDGER = os.path.join("benchmarks", "learning", "reference.jsonl")
 
 
-# Ledger key of a judgement -> whether decisions R9's cross-stage UNDO loop is closed in it.
-JUDGEMENTS = {"eval": False, "eval_closed": True}
-
-
 def judgements_for(config: TrainConfig) -> dict:
-    """``JUDGEMENTS`` for an env that can close the R9 loop (HackMatrix); one judgement,
-    ``eval``, for every other env (its game has no such loop)."""
-    if registry.takes_option(config.env, "close_undo_exploit"):
-        return JUDGEMENTS
-    return {"eval": False}
+    """{ledger key: the game options it sets} of every judgement of ``config.env``
+    (``registry.judgements``: HackMatrix's ``eval`` and ``eval_closed``, one ``eval`` for an
+    env that declares none)."""
+    return {judgement.key: dict(judgement.options)
+            for judgement in registry.judgements(config.env)}
+
+
+def row_env(row: dict) -> str:
+    """The env a ledger row judged: rows name it (``env``, or a seed's ``config``); rows
+    written before they did are HackMatrix's (the reference ledger's baselines hold no other
+    judgement than ``eval``, which every env has)."""
+    return row.get("env") or (row.get("config") or {}).get("env") or registry.DEFAULT_ENV
 
 
 def score_of(summary: dict) -> tuple[str, str]:
@@ -81,16 +87,16 @@ def score_of(summary: dict) -> tuple[str, str]:
     return "return_mean", "return"
 
 
-def evaluation_env(config: TrainConfig, close_undo_exploit: bool = False,
+def evaluation_env(config: TrainConfig, game_options: Optional[dict] = None,
                    agent: bool = True):
     """The parity environment of ``config.env``: the env's own defaults (Swift's reward and
-    rules, the default time limit), whatever the training options are; with
-    ``close_undo_exploit`` the R9 loop is closed and nothing else changes. The agent's own env
-    options (``TrainConfig.agent_env_options``: HackMatrix's acquire macro) are kept for the
-    trained network (``agent``) and left out for the baselines, which play the game's own
-    actions."""
+    rules, the default time limit), whatever the training options are, with a judgement's
+    ``game_options`` set (HackMatrix's honest judgement closes the R9 loop) and nothing else
+    changed. The agent's own env options (``TrainConfig.agent_env_options``: HackMatrix's
+    acquire macro) are kept for the trained network (``agent``) and left out for the
+    baselines, which play the game's own actions."""
     options = config.agent_env_options() if agent else {}
-    env, params = registry.make(config.env, close_undo_exploit=close_undo_exploit, **options)
+    env, params = registry.make(config.env, **(game_options or {}), **options)
     return TrainerEnv(env, params), params
 
 
@@ -100,10 +106,10 @@ def judged(env: TrainerEnv, per_env) -> dict:
 
 
 def make_network_evaluator(config: TrainConfig, episodes: int,
-                           close_undo_exploit: bool = False) -> Callable:
+                           game_options: Optional[dict] = None) -> Callable:
     """``evaluate(params) -> {"greedy": summary, "sampled": summary}`` on the held-out boards;
     one compile serves every seed and both modes (params and the mode are arguments)."""
-    env, env_params = evaluation_env(config, close_undo_exploit)
+    env, env_params = evaluation_env(config, game_options)
     network = ppo.make_network(config, env)
     max_steps = int(env_params.max_steps_in_episode)
 
@@ -119,9 +125,9 @@ def make_network_evaluator(config: TrainConfig, episodes: int,
 
 
 def evaluate_baselines(config: TrainConfig, episodes: int,
-                       close_undo_exploit: bool = False) -> dict:
+                       game_options: Optional[dict] = None) -> dict:
     """{"random": summary, "heuristic": summary} on the same held-out boards."""
-    env, env_params = evaluation_env(config, close_undo_exploit, agent=False)
+    env, env_params = evaluation_env(config, game_options, agent=False)
     policies = {"random": random_policy(env)}
     heuristic = env.heuristic_policy()
     if heuristic is not None:
@@ -134,19 +140,20 @@ def evaluate_baselines(config: TrainConfig, episodes: int,
 
 def make_judge(config: TrainConfig, episodes: int) -> Callable:
     """``judge(params) -> {judgement: {"greedy": ..., "sampled": ...}}`` for every judgement
-    of ``JUDGEMENTS``."""
-    evaluators = {name: make_network_evaluator(config, episodes, closed)
-                  for name, closed in judgements_for(config).items()}
+    of the env (``judgements_for``)."""
+    evaluators = {name: make_network_evaluator(config, episodes, game_options)
+                  for name, game_options in judgements_for(config).items()}
     return lambda params: {name: evaluate(params) for name, evaluate in evaluators.items()}
 
 
 def judge_baselines(config: TrainConfig, episodes: int) -> dict:
     """{policy: {judgement: summary}} for the random and heuristic policies."""
     judgements = judgements_for(config)
-    by_judgement = {name: evaluate_baselines(config, episodes, closed)
-                    for name, closed in judgements.items()}
+    by_judgement = {name: evaluate_baselines(config, episodes, game_options)
+                    for name, game_options in judgements.items()}
+    first = next(iter(by_judgement.values()))
     return {policy: {name: by_judgement[name][policy] for name in judgements}
-            for policy in by_judgement["eval"]}
+            for policy in first}
 
 
 def kept_baselines(done: dict, config: TrainConfig) -> Optional[dict]:
@@ -162,20 +169,35 @@ def kept_baselines(done: dict, config: TrainConfig) -> Optional[dict]:
     return {policy: {name: row[name] for name in judgements} for policy, row in rows.items()}
 
 
-def honest(row: dict) -> dict:
-    """The judgement a table shows for a ledger entry: the R9 loop closed where the row has
-    it (rows written before it existed have only the parity judgement), with the parity
-    env's R9 completions beside it."""
-    closed = row.get("eval_closed")
-    if closed is None:
-        return row["eval"]
-    parity = row["eval"]
-    if "greedy" in closed:
-        return {mode: {**closed[mode], "undo_exploit_completions_per_episode":
-                       parity[mode].get("undo_exploit_completions_per_episode")}
-                for mode in closed}
-    return {**closed, "undo_exploit_completions_per_episode":
-            parity.get("undo_exploit_completions_per_episode")}
+def honest(row: dict, env_id: Optional[str] = None) -> dict:
+    """The judgement a table shows for a ledger entry (or a {judgement: summary} dict of
+    ``env_id``): the env's shown judgement (HackMatrix's: the R9 loop closed) where the row
+    has it, else the first the row holds (rows written before the shown one existed), with
+    the other judgements' carried figures beside it (HackMatrix: the parity env's R9
+    completions)."""
+    judgements = registry.judgements(env_id or row_env(row))
+    preferred = shown_judgement(judgements)
+    shown = next(j for j in (preferred, *judgements) if row.get(j.key) is not None)
+    carried = {key: row[judgement.key] for judgement in judgements
+               if judgement is not shown and row.get(judgement.key) is not None
+               for key, _ in judgement.carried}
+    summary = row[shown.key]
+    if not carried:
+        return summary
+
+    def with_carried(mode):
+        return {**(summary[mode] if mode else summary),
+                **{key: (other[mode] if mode else other).get(key)
+                   for key, other in carried.items()}}
+    if "greedy" in summary:
+        return {mode: with_carried(mode) for mode in summary}
+    return with_carried(None)
+
+
+def carried_columns(env_id: str) -> tuple:
+    """(summary key, title, format) of the figures ``honest`` carries for ``env_id``."""
+    return tuple((key, title, ".2f") for judgement in registry.judgements(env_id)
+                 for key, title in judgement.carried)
 
 
 def learning_curve(records: list[dict], prefix: str = "") -> list[list[float]]:
@@ -248,16 +270,17 @@ def reach_stages(summaries) -> list[int]:
 
 def summary_table(seed_rows: list[dict], baselines: dict) -> str:
     """Every seed, the median over seeds, then the baselines: the numbers that judge a run,
-    with the R9 loop closed where the rows have that judgement (``honest``); the last columns
-    are the shares of games reaching each stage after the first (HackMatrix: 2..8)."""
+    in the env's shown judgement where the rows have it (``honest``: HackMatrix's R9 loop
+    closed), its carried figures last; the last columns are the shares of games reaching
+    each stage after the first (HackMatrix: 2..8)."""
     shown = reach_stages([honest(r)[mode] for r in seed_rows for mode in ("greedy", "sampled")]
                          + list(baselines.values()))
     columns = (("stage_mean", "stage", ".2f"), ("win_rate", "win", ".3f"),
                ("truncation_rate", "trunc", ".3f"), ("length_mean", "length", ".0f"),
                ("return_mean", "return", ".2f"), ("siphons_per_episode", "siph/ep", ".2f"),
                ("programs_per_episode", "prog/ep", ".2f"), ("invalid_actions", "invalid", "d"),
-               ("masked_actions", "masked", "d"),
-               ("undo_exploit_completions_per_episode", "R9/ep", ".2f"))
+               ("masked_actions", "masked", "d"))
+    columns += carried_columns(row_env(seed_rows[0]) if seed_rows else registry.DEFAULT_ENV)
 
     def cell(value, fmt, width=10):  # rows written before a column existed show "-"
         if fmt == "d" and isinstance(value, float):  # a median of counts
@@ -312,9 +335,10 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
     label with every seed's greedy score (the stage; the return for an env without stages) and
     honest wins, never the best seed alone, the medians over its seeds, the share of games
     reaching stage 6, programs per game, and what a seed cost (env steps/s, hours of training);
-    the tier's baselines close its group. A label judged only with R9's loop open (rows older
-    than the closed judgement) is marked ``open``: its wins may have been bought through the
-    loop."""
+    the tier's baselines close its group. The last column is the ``tag`` of the judgement
+    every seed row holds and tables show (HackMatrix: ``closed``, the R9 loop closed); a
+    label whose rows predate it shows the tag of the first judgement they hold (``open``: its
+    wins may have been bought through the loop)."""
     def cell(value, fmt, width):
         return f"{'-' if value is None else format(value, fmt):>{width}}"
 
@@ -323,15 +347,15 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
             return "-"
         return str(round(summary["win_rate"] * row.get("eval_episodes", 0)))
 
-    def r9(judged_rows):
-        if all(row.get("eval_closed") is not None for row in judged_rows):
-            return "closed"
-        # Only HackMatrix has stages and the loop; its rows from before the closed judgement.
-        return "open" if "stage_mean" in honest(judged_rows[0])["greedy"] else "-"
+    def judged_by(judged_rows):
+        judgements = registry.judgements(row_env(judged_rows[0]))
+        held = [j for j in (shown_judgement(judgements), *judgements)
+                if all(row.get(j.key) is not None for row in judged_rows)]
+        return held[0].tag if held else "-"
 
     header = (f"{'label':<40}{'seeds':>6}{'backend':>8}{'greedy by seed':>24}{'median':>8}"
               f"{'sampled':>8}{'wins by seed':>14}{'>=6':>7}{'prog/ep':>8}{'steps/s':>9}"
-              f"{'h/seed':>7}{'R9':>7}")
+              f"{'h/seed':>7}{'judged':>7}")
     lines = []
     for name in (name for name in TIERS if tier in (None, name)):
         in_tier = [row for row in rows if row.get("tier") == name]
@@ -360,10 +384,11 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
                 + cell(median([row.get("sps") for row in seeds]), ",.0f", 9)
                 + cell(median([row["train_seconds"] / 3600 for row in seeds
                                if row.get("train_seconds")]), ".2f", 7)
-                + f"{r9(seeds):>7}")
-        newest = {}  # the closed judgement where a baseline row has it
+                + f"{judged_by(seeds):>7}")
+        newest = {}  # the shown judgement where a baseline row has it
         for row in in_tier:
-            if row.get("kind") == "baseline" and (row.get("eval_closed") is not None
+            shown_key = shown_judgement(registry.judgements(row_env(row))).key
+            if row.get("kind") == "baseline" and (row.get(shown_key) is not None
                                                   or row.get("policy") not in newest):
                 newest[row["policy"]] = row
         for policy, row in sorted(newest.items()):
@@ -440,17 +465,19 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         check_new_label(ledger, label, tier, [os.path.join(options.checkpoint_dir, name)
                                               for _, name in runs])
     judge = make_judge(config, eval_episodes)
+    judged_in = shown_judgement(registry.judgements(config.env)).words
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "backend": jax.default_backend(), "eval_episodes": eval_episodes,
-              "eval_key": EVALUATION_KEY}
+              "eval_key": EVALUATION_KEY, "env": config.env}
     # Baselines first and every seed's row as soon as it is evaluated: an interrupted
     # benchmark keeps the seeds it finished.
     done = finished_rows(ledger, label, tier) if resume else {}
     judged_baselines = kept_baselines(done, config)
     if judged_baselines is None:
         judged_baselines = judge_baselines(config, eval_episodes)
-    baselines = {name: honest(judgements) for name, judgements in judged_baselines.items()}
+    baselines = {name: honest(judgements, config.env)
+                 for name, judgements in judged_baselines.items()}
     baseline_rows = [{**common, "kind": "baseline", "policy": name, **judgements}
                      for name, judgements in judged_baselines.items()
                      if f"baseline:{name}" not in done]
@@ -497,7 +524,8 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                 row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
                                             checkpoint["env_steps"]) + row["curve"]
             rows_by_seed[row["seed"]] = row
-            say(f"   seed {row['seed']}: {seed_line(honest(row))} ({wall / 60:.1f} min)")
+            say(f"   seed {row['seed']}: {seed_line(honest(row), judged_in)} "
+                f"({wall / 60:.1f} min)")
             if ledger:
                 append_rows(ledger, [row])
         draw()  # after each trained seed: an interrupted benchmark keeps its curve
@@ -508,13 +536,14 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
             "stop_signal": stop_signal}
 
 
-def seed_line(shown: dict) -> str:
-    """One seed's result in words: its greedy and sampled score, and HackMatrix's honest
-    wins."""
+def seed_line(shown: dict, judged: str = "") -> str:
+    """One seed's result in words: its greedy and sampled score, and its greedy wins where
+    the env has wins, in the judgement ``judged`` names (HackMatrix: "R9 loop closed")."""
     key, name = score_of(shown["greedy"])
     line = f"greedy {name} {shown['greedy'][key]:.2f}, sampled {shown['sampled'][key]:.2f}"
     if "win_rate" in shown["greedy"]:
-        line += f", greedy wins {shown['greedy']['win_rate']:.1%} (R9 loop closed)"
+        line += f", greedy wins {shown['greedy']['win_rate']:.1%}"
+        line += f" ({judged})" if judged else ""
     return line
 
 

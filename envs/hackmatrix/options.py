@@ -5,7 +5,7 @@ imports no JAX."""
 
 from __future__ import annotations
 
-from envs.options import EnvOption
+from envs.options import EnvOption, Judgement
 
 from . import SHAPING_MODES
 from .core.constants import N_PROGRAMS, N_STAGES, PROGRAM_NAMES
@@ -56,6 +56,16 @@ TRAINING_OPTIONS = (
               "the board-view encoders see one more channel per cell: its path distance to the "
               "exit, read from the observation (prior knowledge in the agent's view; kept when "
               "the policy plays)", requires=("board_view",)),
+)
+
+# Every policy is judged twice: in the game as Swift plays it, decisions R9's cross-stage UNDO
+# loop open, and with that loop closed, the honest figures tables show (a win bought through
+# the loop is no win), the loop's completions in the open game beside them.
+JUDGEMENTS = (
+    Judgement("eval", (("close_undo_exploit", False),),
+              carried=(("undo_exploit_completions_per_episode", "R9/ep"),), tag="open"),
+    Judgement("eval_closed", (("close_undo_exploit", True),), shown=True, tag="closed",
+              words="R9 loop closed"),
 )
 
 POOL_OPTIONS = ("start_programs_pool", "program_potential_pool", "program_block_pool",

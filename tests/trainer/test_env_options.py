@@ -10,7 +10,7 @@ import pytest
 
 from envs import registry
 from envs.hackmatrix import HackMatrix
-from envs.options import ROLES, EnvOption
+from envs.options import AS_IT_IS, ROLES, EnvOption, shown_judgement
 from purejaxrl.cli.parsing import env_option_table
 from purejaxrl.cli.train import build_parser, config_from_args
 from purejaxrl.config import (LEGACY_ENV_OPTION_FIELDS, ConfigError, TrainConfig,
@@ -28,10 +28,35 @@ def test_the_registry_reads_the_classs_options_without_jax():
     code = ("import sys; from envs import registry; from purejaxrl.cli import parsing; "
             "registry.training_options('hackmatrix'); parsing.env_option_table(); "
             "registry.check_option_values('hackmatrix', {'start_programs': 1}); "
+            "registry.judgements('hackmatrix'); "
             "print('jax' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
     assert out.stdout.strip() == "False"
+
+
+@pytest.mark.parametrize("env_id", ["hackmatrix", "toy", "CartPole-v1"])
+def test_every_judgement_sets_only_game_rules_the_env_takes(env_id):
+    """An env's judgements (``registry.judgements``) are the learning benchmark's ledger keys:
+    each distinct, the first ``eval`` (every env's row has it, also the rows written before an
+    env declared more), one shown; each sets only options of role "game" that the env takes
+    (a judgement changes the rules a policy is judged under, never the policy), and the
+    figures it carries into the shown one are the env's evaluation summaries."""
+    judgements = registry.judgements(env_id)
+    keys = [judgement.key for judgement in judgements]
+    assert keys[0] == "eval" and len(set(keys)) == len(keys)
+    assert sum(judgement.shown for judgement in judgements) <= 1
+    game_rules = {option.name for option in registry.training_options(env_id)
+                  if option.role == "game"}
+    for judgement in judgements:
+        assert {name for name, _ in judgement.options} <= game_rules, judgement
+    if env_id == "hackmatrix":  # the honest judgement: R9's loop closed, its count carried
+        assert shown_judgement(judgements).options == (("close_undo_exploit", True),)
+        from envs.hackmatrix.training import METRICS
+        summaries = {metric.summary for metric in METRICS}
+        assert {key for j in judgements for key, _ in j.carried} <= summaries
+    else:
+        assert judgements == AS_IT_IS
 
 
 def test_every_option_is_a_flag_and_reaches_the_config_and_back():
@@ -120,10 +145,9 @@ def test_validation_refuses_an_option_in_one_line(options, message):
 
 def test_the_trainer_names_no_option_of_an_env():
     """``purejaxrl/`` is generic: an env's option names appear in it only where older records
-    are read (``LEGACY_ENV_OPTION_FIELDS``) and where the learning benchmark closes
-    HackMatrix's R9 loop for its honest judgement (``close_undo_exploit``)."""
-    allowed = {"purejaxrl/config.py": set(LEGACY_ENV_OPTION_FIELDS),
-               "purejaxrl/learning_benchmark.py": {"close_undo_exploit"}}
+    are read (``LEGACY_ENV_OPTION_FIELDS``); the rules a policy is judged under (HackMatrix's
+    R9 loop closed) are the env's own ``JUDGEMENTS``."""
+    allowed = {"purejaxrl/config.py": set(LEGACY_ENV_OPTION_FIELDS)}
     for path in sorted((ROOT / "purejaxrl").rglob("*.py")):
         text = path.read_text(encoding="utf-8")
         named = {option.name for option in HACKMATRIX_OPTIONS if option.name in text}
