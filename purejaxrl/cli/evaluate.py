@@ -250,7 +250,30 @@ def main(argv=None) -> int:
         print(f"\n{name}: per stage")
         print(format_stage_report(summary["stages"]))
     if args.json:
+        record = evaluation_record(args, config, checkpoint if params is not None else None,
+                                   sys.argv[1:] if argv is None else argv)
+        for summary in results.values():
+            summary["evaluation"] = record
         with open(args.json, "w", encoding="utf-8") as handle:
             json.dump(results, handle, indent=2)
     return 0
+
+
+def evaluation_record(args, config: TrainConfig, checkpoint, argv) -> dict:
+    """What made a JSON's rows, in each row (``evaluation``): the env and seed (its boards),
+    the episodes, the checkpoint and its update, the command, the commit and the backend, so
+    a figure can be made again and evaluations on the same boards are found
+    (``scripts/pool_evaluations.py`` refuses to pool them)."""
+    import datetime
+    import shlex
+
+    import jax
+    from purejaxrl.provenance import git_commit
+    return {"env": config.env, "seed": args.seed, "episodes": args.episodes,
+            "checkpoint": checkpoint["path"] if checkpoint else None,
+            "checkpoint_update": checkpoint["update"] if checkpoint else None,
+            "checkpoint_env_steps": checkpoint["env_steps"] if checkpoint else None,
+            "command": "python scripts/evaluate.py " + shlex.join(argv),
+            "commit": git_commit(), "backend": jax.default_backend(),
+            "date": datetime.datetime.now().isoformat(timespec="seconds")}
 

@@ -332,6 +332,11 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     assert results["heuristic"]["win_rate"] == 1.0 and results["heuristic"]["length_mean"] == 4.0
     assert all(r["invalid_actions"] == 0 and r["episodes"] == 8 for r in results.values())
     assert results["heuristic"]["stages"][-1]["cleared"] == 1.0  # the win is on the last stage
+    # Every row records what made it: its boards (env, seed), the checkpoint and the command.
+    record = results["random"]["evaluation"]
+    assert (record["env"], record["episodes"]) == ("toy", 8) and record["checkpoint_update"] >= 1
+    assert record["seed"] is not None and "--episodes 8" in record["command"]
+    assert all(r["evaluation"] == record for r in results.values())
 
 
 def test_evaluate_reports_return_and_length_on_a_gymnax_env():
