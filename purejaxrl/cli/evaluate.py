@@ -17,7 +17,9 @@ of the table face identical starting boards.
 from __future__ import annotations
 
 import argparse
+import datetime
 import json
+import shlex
 import sys
 
 from purejaxrl.backend import choose_platforms, describe_backend
@@ -29,6 +31,7 @@ choose_platforms()  # before anything imports JAX
 from purejaxrl.cli import evaluate_search  # noqa: E402 (imports JAX)
 from purejaxrl.config import TrainConfig  # noqa: E402
 from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
+from purejaxrl.provenance import git_commit  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
 NO_POLICIES = "none"  # --policies none: only the search rows
@@ -264,11 +267,7 @@ def evaluation_record(args, config: TrainConfig, checkpoint, argv) -> dict:
     the episodes, the checkpoint and its update, the command, the commit and the backend, so
     a figure can be made again and evaluations on the same boards are found
     (``scripts/pool_evaluations.py`` refuses to pool them)."""
-    import datetime
-    import shlex
-
     import jax
-    from purejaxrl.provenance import git_commit
     return {"env": config.env, "seed": args.seed, "episodes": args.episodes,
             "checkpoint": checkpoint["path"] if checkpoint else None,
             "checkpoint_update": checkpoint["update"] if checkpoint else None,
