@@ -1,7 +1,9 @@
 """Checks of output paths before any work: a file the command will write at its end (--json,
 --gif, --html, --mp4, --record) and the run directory a training run writes to. A path that
 cannot be written is an ``OutputPathError`` (a ``ConfigError``: exit 2) naming the flag, at
-once, not a traceback after the work is done. No JAX import here: the checks run first."""
+once, not a traceback after the work is done. An existing file is refused unless the command
+was given ``--overwrite``: a repeated command must not replace results that took an hour to
+make. No JAX import here: the checks run first."""
 
 from __future__ import annotations
 
@@ -26,10 +28,20 @@ def _probe(directory: str, what: str) -> None:
                               f"({error.strerror or error})") from None
 
 
-def check_output_file(path: str, flag: str) -> None:
+OVERWRITE_FLAG = "--overwrite"
+
+
+def add_overwrite_argument(parser) -> None:
+    """The one flag that lets a command replace its output files (refused otherwise)."""
+    parser.add_argument(OVERWRITE_FLAG, action="store_true",
+                        help="replace output files that already exist (without it an existing "
+                             "file is refused before any work, so no result is lost)")
+
+
+def check_output_file(path: str, flag: str, overwrite: bool = False) -> None:
     """Raise ``OutputPathError`` unless ``path`` can be written: its directory exists and
-    takes new files, and an existing ``path`` is a file that opens for writing. Creates and
-    changes nothing."""
+    takes new files, and ``path`` does not exist, or (``overwrite``) is a file that opens for
+    writing. Creates and changes nothing."""
     what = f"{flag} {path}"
     if os.path.isdir(path):
         raise OutputPathError(f"{what}: is a directory")
@@ -37,6 +49,9 @@ def check_output_file(path: str, flag: str) -> None:
     if not os.path.isdir(directory):
         raise OutputPathError(f"{what}: directory {os.path.dirname(path) or '.'} does not "
                               "exist")
+    if os.path.exists(path) and not overwrite:
+        raise OutputPathError(f"{what}: already exists; pass {OVERWRITE_FLAG} to replace it, "
+                              "or choose a new path")
     if os.path.exists(path):
         try:
             with open(path, "ab"):  # appends nothing: the file stays as it is
@@ -58,3 +73,31 @@ def prepare_directory(path: str, flag: str) -> None:
     except OSError as error:
         raise OutputPathError(f"{what}: cannot create it ({error.strerror or error})") from None
     _probe(path, what)
+
+
+def write_text(path: str, text: str) -> None:
+    """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
+    renamed over it, so an interrupted write never leaves a truncated result."""
+    directory = os.path.dirname(os.path.abspath(path))
+    handle = tempfile.NamedTemporaryFile("w", encoding="utf-8", dir=directory, delete=False,
+                                         prefix=f".{os.path.basename(path)}.", suffix=".tmp")
+    try:
+        with handle:
+            handle.write(text)
+        os.replace(handle.name, path)
+    except BaseException:
+        if os.path.exists(handle.name):
+            os.unlink(handle.name)
+        raise
+
+
+def output_file_error(path, flag: str, overwrite: bool = False):
+    """``check_output_file``'s message for ``path`` (None: writable, or no path given), for a
+    script that prints it as its one-line error."""
+    if path is None:
+        return None
+    try:
+        check_output_file(path, flag, overwrite)
+    except OutputPathError as error:
+        return str(error)
+    return None

@@ -41,7 +41,8 @@ from envs.hackmatrix.observation import build_observation  # noqa: E402
 from purejaxrl import ppo  # noqa: E402
 from purejaxrl.cli.parsing import ArgumentParser  # noqa: E402
 from purejaxrl.learning_benchmark import EVALUATION_KEY  # noqa: E402
-from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
+from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
+                                     check_output_file, write_text)  # noqa: E402
 from purejaxrl.networks import (apply_step, greedy_masked, is_recurrent,  # noqa: E402
                                 masked_log_probs)
 from purejaxrl.policy import PolicyError, load_policy  # noqa: E402
@@ -63,6 +64,7 @@ def build_parser() -> ArgumentParser:
                              "of stage boards (the curriculum's boards; default 0: the game's)")
     parser.add_argument("--max-steps", type=int, default=1000, help="steps per game (1000)")
     parser.add_argument("--json", help="also write the figures here")
+    add_overwrite_argument(parser)
     return parser
 
 
@@ -220,7 +222,7 @@ def main(argv=None) -> int:
         parser.error(f"--planted-share must be in [0, 1], got {args.planted_share}")
     try:
         if args.json:
-            check_output_file(args.json, "--json")
+            check_output_file(args.json, "--json", args.overwrite)
         policy = load_policy(args.checkpoint)
     except (OutputPathError, PolicyError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -234,8 +236,7 @@ def main(argv=None) -> int:
     result["checkpoint"] = args.checkpoint
     print(report(result))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(result, handle, indent=1)
+        write_text(args.json, json.dumps(result, indent=1))
     return 0
 
 

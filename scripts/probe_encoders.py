@@ -31,6 +31,7 @@ from envs.hackmatrix.core.constants import N_ACTIONS, N_DIRECTIONS
 from purejaxrl import ppo
 from purejaxrl.config import TrainConfig
 from purejaxrl.networks import greedy_masked, masked_log_probs
+from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
 
 
 def build_parser():
@@ -46,11 +47,16 @@ def build_parser():
     parser.add_argument("--hidden-width", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results here")
+    add_overwrite_argument(parser)
     return parser
 
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    output_error = output_file_error(args.json, "--json", args.overwrite)
+    if output_error:
+        print(f"error: {output_error}", file=sys.stderr)
+        return 2
     env, env_params = ppo.make_env(TrainConfig())
 
     @jax.jit
@@ -130,8 +136,7 @@ def main(argv=None) -> int:
               f"{float(test_dir_acc):.3f}), train {float(train_acc):.3f}, loss "
               f"{results[encoder]['final_loss']:.3f}, {seconds:.0f}s incl. compile")
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump({"args": vars(args), "results": results}, handle, indent=2)
+        write_text(args.json, json.dumps({"args": vars(args), "results": results}, indent=2))
     return 0
 
 

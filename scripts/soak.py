@@ -16,6 +16,7 @@ choose_platforms()  # before anything imports JAX
 
 from envs.hackmatrix.core.constants import DIR_NAMES, PROGRAM_NAMES
 from envs.hackmatrix.soak import run_soak
+from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
 
 INVARIANTS = ("invalid_actions", "hp_out_of_range", "max_overflow", "non_finite",
               "obs_out_of_range", "data_invariant_violations", "off_board_entities")
@@ -28,9 +29,14 @@ def main(argv=None):
     parser.add_argument("--num-steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the report to this file")
+    add_overwrite_argument(parser)
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.num_steps < 1:
         parser.error("--num-envs and --num-steps must be positive")
+    output_error = output_file_error(args.json, "--json", args.overwrite)
+    if output_error:
+        print(f"error: {output_error}", file=sys.stderr)
+        return 2
     print(describe_backend(), file=sys.stderr)
     start = time.perf_counter()
     report = run_soak(args.num_envs, args.num_steps, args.seed)
@@ -51,8 +57,7 @@ def main(argv=None):
     for key in INVARIANTS + ("max_breakdown_error",):
         print(f"{key:28s} {report[key]}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+        write_text(args.json, json.dumps(report, indent=1))
     if failed:
         print("FAILED invariants: " + ", ".join(failed), file=sys.stderr)
         return 1

@@ -33,6 +33,7 @@ import sys
 from dataclasses import asdict, dataclass
 
 from purejaxrl.backend import choose_platforms
+from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
 
 choose_platforms()  # before anything imports JAX
 
@@ -304,11 +305,15 @@ def main(argv=None):
     parser.add_argument("--dynamic-trips", type=int, default=1, metavar="N",
                         help="iterations counted for a dynamic loop without a bound")
     parser.add_argument("--top", type=int, default=25, help="summary rows printed")
-    parser.add_argument("--json", metavar="PATH", type=argparse.FileType("w"),
+    parser.add_argument("--json", metavar="PATH",
                         help="write the loops, the summary and the total here")
+    add_overwrite_argument(parser)
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.dynamic_trips < 0 or args.top < 1:
         parser.error("--num-envs and --top must be positive, --dynamic-trips >= 0")
+    output_error = output_file_error(args.json, "--json", args.overwrite)
+    if output_error:
+        parser.error(output_error)
     fn, fn_args = hackmatrix_target(args.function, args.num_envs)
     flows = control_flow(fn, *fn_args, dynamic_trips=args.dynamic_trips)
     rows = summary(flows)
@@ -328,10 +333,9 @@ def main(argv=None):
           f"cond runs; {total['unbounded']} dynamic loops without a bound, counted "
           f"{args.dynamic_trips} each")
     if args.json:
-        with args.json as out:
-            json.dump({"function": args.function, "num_envs": args.num_envs,
-                       "loops": [asdict(f) for f in flows], "summary": rows, "total": total},
-                      out, indent=1)
+        write_text(args.json, json.dumps({"function": args.function, "num_envs": args.num_envs,
+                                          "loops": [asdict(f) for f in flows], "summary": rows,
+                                          "total": total}, indent=1))
     return 0
 
 

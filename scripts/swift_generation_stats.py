@@ -57,6 +57,7 @@ from envs.hackmatrix.swift_io.raw_observation import raw_observation
 from envs.hackmatrix.swift_io.scenario import set_state
 from envs.hackmatrix.swift_io.parity_statistics import (LEVEL, chi_square_categorical,
                                                         permutation_chi_square)
+from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
 
 MOVE_RIGHT = 3
 SPAWNS = "spawns"  # the sample set of in-game spawns (SPAWN_SCENARIOS)
@@ -363,8 +364,13 @@ def main(argv=None) -> int:
     parser.add_argument("--permutations", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON report here")
+    add_overwrite_argument(parser)
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
+    output_error = output_file_error(args.json, "--json", args.overwrite)
+    if output_error:
+        print(f"error: {output_error}", file=sys.stderr)
+        return 2
     valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS]
     if any(s not in valid for s in args.stages):
         parser.error(f"--stages takes {' '.join(valid)}")
@@ -399,8 +405,7 @@ def main(argv=None) -> int:
           f"{len(failures)} confirmed; KS of the p-values against uniform: "
           f"p = {uniformity.pvalue:.3f}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+        write_text(args.json, json.dumps(report, indent=1))
     return 1 if failures else 0
 
 

@@ -52,6 +52,7 @@ from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
 from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario
 from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square
+from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
 
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario", "crowd")
@@ -247,11 +248,16 @@ def main(argv=None) -> int:
     parser.add_argument("--max-divergences", type=int, default=20,
                         help="stop after this many divergences")
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON report here")
+    add_overwrite_argument(parser)
     parser.add_argument("--log-every", type=int, default=5000)
     parser.add_argument("--dump-dir", default=None,
                         help="write each divergence's mirror state and Swift reply here (pickle)")
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
+    output_error = output_file_error(args.json, "--json", args.overwrite)
+    if output_error:
+        print(f"error: {output_error}", file=sys.stderr)
+        return 2
     enable_server_compile_cache()
     if args.dump_dir:
         os.makedirs(args.dump_dir, exist_ok=True)
@@ -272,8 +278,7 @@ def main(argv=None) -> int:
     print(f"{len(report['divergences'])} divergences in {report['steps']} steps over "
           f"{report['trajectories']} trajectories; {len(low)} paired draw laws below p = {LEVEL}")
     if args.json:
-        with open(args.json, "w") as f:
-            json.dump(report, f, indent=1)
+        write_text(args.json, json.dumps(report, indent=1))
     return 1 if report["divergences"] or low else 0
 
 

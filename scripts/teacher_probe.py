@@ -26,7 +26,8 @@ from purejaxrl import ppo  # noqa: E402
 from purejaxrl.cli.parsing import ArgumentParser, finite_float  # noqa: E402
 from purejaxrl.config import (DISTILL_LEAVES, ConfigError, TrainConfig,  # noqa: E402
                               validate_config)
-from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
+from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
+                                     check_output_file, write_text)  # noqa: E402
 from purejaxrl.policy import PolicyError, load_policy  # noqa: E402
 
 DEFAULT_MIN_GAINS = (0.0, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5)
@@ -47,6 +48,7 @@ def build_parser() -> argparse.ArgumentParser:
                         metavar="G", help="the minimum gains to report the overruled share at")
     parser.add_argument("--seed", type=int, default=0, help="the teacher's key")
     parser.add_argument("--json", metavar="PATH", help="also write the figures as JSON")
+    add_overwrite_argument(parser)
     return parser
 
 
@@ -81,7 +83,7 @@ def main(argv=None) -> int:
         return 2
     try:
         if args.json:
-            check_output_file(args.json, "--json")
+            check_output_file(args.json, "--json", args.overwrite)
         loaded = load_policy(args.checkpoint)
     except (OutputPathError, PolicyError) as error:
         print(f"error: {error}", file=sys.stderr)
@@ -116,8 +118,7 @@ def main(argv=None) -> int:
         print("gain where overruled, quantiles 10/25/50/75/90%: " + " / ".join(
             f"{v:.3f}" for v in figures["gain_quantiles"].values()))
     if args.json:
-        with open(args.json, "w") as handle:
-            json.dump(figures, handle, indent=2)
+        write_text(args.json, json.dumps(figures, indent=2))
     return 0
 
 

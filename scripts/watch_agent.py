@@ -50,7 +50,7 @@ from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator,
                                         write_record)
 from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, TrainConfig
-from purejaxrl.output_paths import OutputPathError, check_output_file
+from purejaxrl.output_paths import OutputPathError, add_overwrite_argument, check_output_file
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
                                 sample_masked, step_recurrent)
 from purejaxrl.policy import PolicyError, load_policy as load
@@ -95,6 +95,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--html", metavar="PATH", help="write a self-contained HTML replay")
     parser.add_argument("--record", metavar="PATH",
                         help="write the episodes as (seed, actions) JSON")
+    add_overwrite_argument(parser)
     parser.add_argument("--replay", metavar="PATH",
                         help="re-simulate a --record file and verify it (checkpoint optional)")
     parser.add_argument("--only", choices=tuple(ONLY_OUTCOMES),
@@ -139,7 +140,7 @@ def check_arguments(args) -> None:
     for flag in ("gif", "mp4", "html", "record"):
         if getattr(args, flag):
             try:
-                check_output_file(getattr(args, flag), f"--{flag}")
+                check_output_file(getattr(args, flag), f"--{flag}", args.overwrite)
             except OutputPathError as error:
                 raise WatchError(str(error), 2) from None
 

@@ -30,7 +30,8 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.cli import evaluate_search  # noqa: E402 (imports JAX)
 from purejaxrl.config import TrainConfig  # noqa: E402
-from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
+from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
+                                     check_output_file, write_text)  # noqa: E402
 from purejaxrl.provenance import git_commit  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
@@ -83,6 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the env's time limit: episodes are truncated after this many "
                              "steps (default: the checkpoint's, else the env's own)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    add_overwrite_argument(parser)
     evaluate_search.add_arguments(parser)
     return parser
 
@@ -121,7 +123,7 @@ def main(argv=None) -> int:
         return 2
     try:
         if args.json:
-            check_output_file(args.json, "--json")
+            check_output_file(args.json, "--json", args.overwrite)
     except OutputPathError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -257,8 +259,7 @@ def main(argv=None) -> int:
                                    sys.argv[1:] if argv is None else argv)
         for summary in results.values():
             summary["evaluation"] = record
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(results, handle, indent=2)
+        write_text(args.json, json.dumps(results, indent=2))
     return 0
 
 

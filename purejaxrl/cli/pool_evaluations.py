@@ -17,7 +17,8 @@ from purejaxrl.backend import choose_platforms
 
 choose_platforms()  # before anything imports JAX
 
-from purejaxrl.output_paths import OutputPathError, check_output_file  # noqa: E402
+from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
+                                     check_output_file, write_text)  # noqa: E402
 from purejaxrl.pooling import PoolError, format_pooled, pool  # noqa: E402
 
 
@@ -31,6 +32,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="pool only this row (repeat for several; default: every row all "
                              "the inputs hold)")
     parser.add_argument("--json", metavar="PATH", help="also write the pooled rows as JSON")
+    add_overwrite_argument(parser)
     return parser
 
 
@@ -53,7 +55,7 @@ def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
     try:
         if args.json:
-            check_output_file(args.json, "--json")
+            check_output_file(args.json, "--json", args.overwrite)
             if any(os.path.abspath(args.json) == os.path.abspath(p) for p in args.inputs):
                 raise PoolError(f"--json {args.json} is one of the inputs; it would be "
                                 "overwritten")
@@ -73,6 +75,5 @@ def main(argv=None) -> int:
         return 2
     print("\n\n".join(format_pooled(row, summary) for row, summary in pooled.items()))
     if args.json:
-        with open(args.json, "w", encoding="utf-8") as handle:
-            json.dump(pooled, handle, indent=2)
+        write_text(args.json, json.dumps(pooled, indent=2))
     return 0

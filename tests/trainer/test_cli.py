@@ -400,17 +400,23 @@ def test_num_seeds_run_resumes_from_its_directory_and_each_seed_evaluates(tmp_pa
     assert one_seed.returncode == 0, one_seed.stderr[-2000:]
 
 
-@pytest.mark.parametrize("make", ["missing directory", "directory", "under a file"])
+@pytest.mark.parametrize("make", ["missing directory", "directory", "under a file",
+                                  "existing file"])
 def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, tmp_path,
                                                                          capsys):
+    """A --json path that cannot be written, or a file already there (an earlier result:
+    replaced only with --overwrite), is refused in one line before anything is played."""
     blocker = tmp_path / "a-file"
-    blocker.write_text("")
+    blocker.write_text("earlier results")
     path = {"missing directory": tmp_path / "nope" / "r.json", "directory": tmp_path,
-            "under a file": blocker / "r.json"}[make]
+            "under a file": blocker / "r.json", "existing file": blocker}[make]
     code = evaluate_main(["--policies", "random", "--episodes", "1", "--json", str(path)])
     captured = capsys.readouterr()
     assert code == 2 and captured.out == ""
     assert captured.err.count("\n") == 1 and captured.err.startswith(f"error: --json {path}: ")
+    assert blocker.read_text() == "earlier results"
+    if make == "existing file":
+        assert "already exists; pass --overwrite" in captured.err
 
 
 @pytest.mark.parametrize("flags, message", [

@@ -71,7 +71,8 @@ def test_the_command_pools_the_shared_rows_and_refuses_bad_input_in_one_line(tmp
                                                                               capsys):
     """Every row the inputs share is pooled (text and --json); an unreadable input, a file
     that is not an evaluation, a row missing from an input, and an output that is one of the
-    inputs are each one ``error:`` line and exit 2, with nothing written."""
+    inputs (even with --overwrite) or an existing output are each one ``error:`` line and exit
+    2, with nothing written."""
     a, b = tmp_path / "a.json", tmp_path / "b.json"
     a.write_text(json.dumps({"search-16": summary(["won", "died"], [8, 5], seed=1)}))
     b.write_text(json.dumps({"search-16": summary(["died"], [4], seed=2)}))
@@ -84,7 +85,9 @@ def test_the_command_pools_the_shared_rows_and_refuses_bad_input_in_one_line(tmp
     for argv, message in ((["missing.json"], "cannot read"),
                           ([str(tmp_path / "not.json")], "not an evaluate.py --json file"),
                           ([str(a), "--row", "greedy"], "row 'greedy' is not in every input"),
-                          ([str(a), str(b), "--json", str(a)], "is one of the inputs")):
+                          ([str(a), str(b), "--json", str(out)], "already exists"),
+                          ([str(a), str(b), "--json", str(a), "--overwrite"],
+                           "is one of the inputs")):
         assert pool_main(argv) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and err.startswith("error: ") and message in err
