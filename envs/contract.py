@@ -71,7 +71,8 @@ class Metric(NamedTuple):
     says (``LOG_PER``); ``alert``: a console warning shown with the total when it is not 0.
     ``summary``: evaluation's key, the mean per episode, or with ``summary_total`` the total
     over episodes; ``per_stage``: the per-stage report counts it in every stage (needs
-    stages). ``name`` is the per-episode result's name in evaluation; ``END_CAUSE_METRICS``
+    stages); ``column``: the summary's header in evaluation's text table (None: in its JSON
+    only). ``name`` is the per-episode result's name in evaluation; ``END_CAUSE_METRICS``
     there say how games ended."""
 
     name: str
@@ -83,6 +84,7 @@ class Metric(NamedTuple):
     summary: str | None = None
     summary_total: bool = False
     per_stage: bool = False
+    column: str | None = None
 
 
 class BoardView(NamedTuple):
@@ -171,6 +173,8 @@ def _check_hooks(env, params, obs, state, actions: int) -> None:
         assert metric.log_per in LOG_PER, (metric.name, metric.log_per)
         assert not metric.per_stage or hasattr(env, "num_stages"), (
             f"metric {metric.name!r} is per stage but the env has no stages")
+        assert metric.column is None or metric.summary is not None, (
+            f"metric {metric.name!r} has a table column but no summary to show in it")
     names = [metric.name for metric in getattr(env, "metrics", ())]
     assert len(set(names)) == len(names), f"metric names repeat: {names}"
     if hasattr(env, "action_groups"):

@@ -50,7 +50,8 @@ from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator,
                                         write_record)
 from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, TrainConfig
-from purejaxrl.output_paths import OutputPathError, add_overwrite_argument, check_output_file
+from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument, check_output_file,
+                                    write_text)
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
                                 sample_masked, step_recurrent)
 from purejaxrl.policy import PolicyError, load_policy as load
@@ -411,8 +412,7 @@ def run(args) -> int:
         print(f"wrote MP4 {args.mp4} ({len(frames)} frames)")
     if args.html:
         title = f"HackMatrix replay: {args.checkpoint or args.replay} (seed {seed})"
-        with open(args.html, "w", encoding="utf-8") as handle:
-            handle.write(replay_html(frames, title=title, summary=summary, fps=args.fps))
+        write_text(args.html, replay_html(frames, title=title, summary=summary, fps=args.fps))
         print(f"wrote HTML {args.html} ({len(frames)} frames)")
     print(f"summary ({time.perf_counter() - started:.1f}s)")
     print(format_summary(summary))

@@ -74,3 +74,17 @@ def test_every_id_of_the_registry_starts_with_our_envs_and_includes_gymnax():
     assert {"CartPole-v1", "Breakout-MinAtar"} <= set(ids)
     assert registry.env_version("hackmatrix").startswith("hackmatrix-jax/")
     assert registry.env_version("CartPole-v1") is None
+
+
+def test_the_contract_check_catches_a_table_column_without_a_summary():
+    """A metric's evaluation column shows its summary: one without a summary is refused."""
+    from envs.contract import Metric
+
+    class ColumnOnly(ToyCorridor):
+        metrics = ToyCorridor.metrics + (
+            Metric("steps", lambda obs, action, info: info["won"] | True, column="steps"),)
+
+    env = ColumnOnly()
+    with pytest.raises(AssertionError, match="'steps' has a table column but no summary"):
+        check_env_contract(env, env.default_params.replace(max_steps_in_episode=EPISODE_CAP),
+                           num_envs=2, num_steps=3 * EPISODE_CAP)

@@ -163,17 +163,18 @@ def _program(action):
 # separated from the game, so old and new runs compare key for key.
 METRICS = (
     Metric("won", lambda obs, action, info: info["won"], at_end=True,
-           log="episode/win_rate", summary="win_rate"),
+           log="episode/win_rate", summary="win_rate", column="win_rate"),
     Metric("died", lambda obs, action, info: info["died"], at_end=True,
-           log="episode/death_rate", summary="death_rate"),
+           log="episode/death_rate", summary="death_rate", column="death_rate"),
     Metric("invalid", lambda obs, action, info: info["invalid_action"], log="actions/invalid",
-           log_per="total", summary="invalid_actions", summary_total=True),
+           log_per="total", summary="invalid_actions", summary_total=True,
+           column="invalid_actions"),
     # Stage completions on a board UNDO restored from an earlier stage (decisions R9): where
     # the env leaves that loop open, a stage or a win may be bought with it.
     Metric("undo_exploit", lambda obs, action, info: info["undo_exploit_completion"],
            log="undo_exploit_completions", log_per="total",
            alert="UNDO-exploit stage completions",
-           summary="undo_exploit_completions_per_episode"),
+           summary="undo_exploit_completions_per_episode", column="R9/ep"),
     # Episodes whose env dropped a slot append (capacities; must stay 0).
     Metric("overflow", lambda obs, action, info: info["overflow"] > 0, at_end=True,
            log="env/overflow_episodes", log_per="total", alert="episodes with slot overflow"),

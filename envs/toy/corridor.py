@@ -83,12 +83,12 @@ class ToyCorridor(environment.Environment[ToyState, ToyEnvParams]):
     num_stages = CORRIDOR_LENGTH
     metrics = (
         Metric("won", lambda obs, action, info: info["won"], at_end=True,
-               log="episode/win_rate", summary="win_rate"),
+               log="episode/win_rate", summary="win_rate", column="win_rate"),
         Metric("died", lambda obs, action, info: info["died"], at_end=True,
-               log="episode/death_rate", summary="death_rate"),
+               log="episode/death_rate", summary="death_rate", column="death_rate"),
         Metric("invalid", lambda obs, action, info: info["invalid_action"],
                log="actions/invalid", log_per="total", summary="invalid_actions",
-               summary_total=True),
+               summary_total=True, column="invalid_actions"),
         Metric("moves", lambda obs, action, info: (action == UP) | (action == LEFT)
                | (action == RIGHT),
                log="actions/move_fraction", log_per="step"),

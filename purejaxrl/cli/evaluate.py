@@ -36,14 +36,10 @@ from purejaxrl.provenance import git_commit  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
 NO_POLICIES = "none"  # --policies none: only the search rows
-# Summary key -> column header, in table order; a column shows where the env's summaries have
-# the key (return and length always; the rest are HackMatrix's and the toy corridor's metrics).
-# R9/ep: stage completions on a board UNDO brought back from an earlier stage (decisions R9),
-# the sign of the cross-stage UNDO loop.
-COLUMNS = {"win_rate": "win_rate", "stage_mean": "stage_mean", "return_mean": "return_mean",
-           "length_mean": "length_mean", "death_rate": "death_rate",
-           "truncation_rate": "truncation_rate", "undo_exploit_completions_per_episode": "R9/ep",
-           "invalid_actions": "invalid_actions", "unfinished": "unfinished"}
+# The trainer's own summary columns (``summarize_episodes``): the env's metrics' columns
+# (``Metric.column``) come between these and ``TRAILING_COLUMNS``.
+LEADING_COLUMNS = ("stage_mean", "return_mean", "length_mean", "truncation_rate")
+TRAILING_COLUMNS = ("unfinished",)
 # Config fields an evaluation may change besides the env options of roles "game" and
 # "training" (``add_env_option_flags``).
 ENV_OVERRIDES = ("env", "max_episode_steps")
@@ -89,8 +85,19 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def format_table(results: dict) -> str:
-    columns = {key: header for key, header in COLUMNS.items()
+def table_columns(env) -> dict:
+    """Summary key -> header of evaluation's text table, in order: the trainer's own columns
+    around those the env's metrics ask for (``Metric.column``)."""
+    metric_columns = {metric.summary: metric.column for metric in getattr(env, "metrics", ())
+                      if metric.summary is not None and metric.column is not None}
+    return ({key: key for key in LEADING_COLUMNS} | metric_columns
+            | {key: key for key in TRAILING_COLUMNS})
+
+
+def format_table(results: dict, columns: dict) -> str:
+    """One line per row; a column shows where every row's summary has its key (a gymnax env
+    has no stage)."""
+    columns = {key: header for key, header in columns.items()
                if all(key in summary for summary in results.values())}
     width = max(len(name) for name in results) + 2
     lines = ["policy".ljust(width) + "".join(header.rjust(16) for header in columns.values())]
@@ -238,7 +245,7 @@ def main(argv=None) -> int:
         for summary in results.values():
             summary["training_options"] = {name: list(value) if isinstance(value, tuple)
                                            else value for name, value in values.items()}
-    print(format_table(results))
+    print(format_table(results, table_columns(env)))
     if any("stage_reached" in summary for summary in results.values()):
         print(evaluate_search.format_stage_table(results))
     if evaluate_search.wants_search(args):

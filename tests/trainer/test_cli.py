@@ -19,6 +19,7 @@ import pytest
 from purejaxrl import train as train_module
 from purejaxrl.checkpoint import METRICS_FILE, load_checkpoint
 from purejaxrl.cli.evaluate import main as evaluate_main
+from purejaxrl.cli.evaluate import table_columns
 from purejaxrl.cli.train import build_parser, run_options_from_args
 from purejaxrl.cli.train import main as train_main
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, ConfigError, TrainConfig, validate_config
@@ -337,6 +338,23 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     assert (record["env"], record["episodes"]) == ("toy", 8) and record["checkpoint_update"] >= 1
     assert record["seed"] is not None and "--episodes 8" in record["command"]
     assert all(r["evaluation"] == record for r in results.values())
+
+
+def test_the_evaluation_table_shows_the_columns_each_env_asks_for():
+    """The trainer's own columns (stage, return, length, truncation, unfinished) around those of
+    the env's metrics: HackMatrix's R9/ep is HackMatrix's alone, a gymnax env adds none."""
+    from envs import registry
+    columns = {env_id: table_columns(registry.make(env_id)[0])
+               for env_id in ("hackmatrix", "toy", "CartPole-v1")}
+    assert list(columns["CartPole-v1"].values()) == ["stage_mean", "return_mean", "length_mean",
+                                                     "truncation_rate", "unfinished"]
+    assert columns["hackmatrix"]["undo_exploit_completions_per_episode"] == "R9/ep"
+    assert "R9/ep" not in columns["toy"].values()
+    for env_columns in columns.values():
+        assert list(env_columns)[:4] == ["stage_mean", "return_mean", "length_mean",
+                                         "truncation_rate"]
+        assert list(env_columns)[-1] == "unfinished"
+    assert {"win_rate", "death_rate", "invalid_actions"} <= set(columns["toy"])
 
 
 def test_evaluate_reports_return_and_length_on_a_gymnax_env():
