@@ -252,8 +252,9 @@ def end_causes(results: dict) -> dict:
 def game_outcomes(results: dict) -> dict:
     """Board by board (host side; index i is the i-th env of the evaluation's key, the same
     board for every row of a run): how the game ended (one of ``END_CAUSES``), its length and
-    return, and its stage where the env has stages, so that two rows can be compared on the
-    same boards and a single game found again."""
+    return, its stage where the env has stages, and its actions where they were recorded, so
+    that two rows can be compared on the same boards and a single game found again (and,
+    with its actions, watched: ``watch_agent.py --evaluation``)."""
     results = jax.device_get(results)
     causes = end_causes(results)
     ends = np.full(np.shape(results["finished"]), "unfinished", dtype=object)
@@ -263,6 +264,9 @@ def game_outcomes(results: dict) -> dict:
              "return": np.round(np.asarray(results["episode_return"], float), 4).tolist()}
     if "stage" in results:
         games["stage"] = np.asarray(results["stage"]).tolist()
+    if "actions" in results:  # recorded (``play_boards``' ``record_actions``): a replay's input
+        games["actions"] = [row[:length].tolist() for row, length
+                             in zip(np.asarray(results["actions"]), games["length"])]
     return games
 
 

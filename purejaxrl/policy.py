@@ -39,6 +39,21 @@ class Policy:
         return self.built[2]
 
 
+# The options a record keeps of a policy's config (besides its env options of roles "game" and
+# "agent": the rules it played under and its own actions and view).
+RECORDED_FIELDS = ("max_episode_steps", "gamma")
+
+
+def env_options_of(config: TrainConfig) -> dict:
+    """What a game was played under, as JSON: the env options of roles "game" and "agent" and
+    ``RECORDED_FIELDS`` (an episode record's and an evaluation row's ``env_options``)."""
+    values = config.env_option_values()
+    options = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
+               for name, option in config.declared_env_options().items()
+               if option.role != "training"}
+    return {**options, **{name: getattr(config, name) for name in RECORDED_FIELDS}}
+
+
 def load_policy(path: str) -> Policy:
     """The checkpoint at ``path`` (a file or a run directory: its newest) with its config, its
     parameters and the env and network they were trained with. Refused (``PolicyError``): an

@@ -371,10 +371,37 @@ def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
     return jnp.argmax(jnp.where(legal, score, -jnp.inf)).astype(jnp.int32)
 
 
+def board_key_roots(key: jax.Array, num_boards: int):
+    """The keys ``play_boards`` plays with, from an evaluation's ``key``: every board's reset
+    key, and the roots that board b's policy key and env step key at step t are folded from
+    (``board_step_key``)."""
+    reset_key, loop_key = jax.random.split(key)
+    act_root, step_root = jax.random.split(loop_key)
+    return jax.random.split(reset_key, num_boards), act_root, step_root
+
+
+def board_step_key(root: jax.Array, board, t) -> jax.Array:
+    return jax.random.fold_in(jax.random.fold_in(root, board), t)
+
+
+def board_episode_keys(seed: int, board: int, num_boards: int):
+    """(reset key, ``step_keys(t) -> (policy key, env step key)``) of board ``board`` of an
+    evaluation of ``num_boards`` boards from ``PRNGKey(seed)``: the keys its game was played
+    with in ``play_boards``, so a recorded game (its actions) can be re-simulated step by
+    step. The env step key is the one gymnax's ``step`` hands to ``step_env`` (the first half
+    of its split; the second would reset)."""
+    board_keys, act_root, step_root = board_key_roots(jax.random.PRNGKey(seed), num_boards)
+
+    def step_keys(t: int):
+        return (board_step_key(act_root, board, t),
+                jax.random.split(board_step_key(step_root, board, t))[0])
+    return board_keys[board], step_keys
+
+
 def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards: int,
                 max_steps: int, boards_in_flight: int,
                 final_state_values: Mapping[str, Callable] = None,
-                on_progress: Callable = None) -> dict:
+                on_progress: Callable = None, record_actions: bool = False) -> dict:
     """One episode per board, ``boards_in_flight`` at a time: a board that ends hands its lane
     to the next board, so the policy runs only on boards in play. The boards are
     ``play_episodes``'s (same ``key``: the same reset keys), so the rows of a comparison face
@@ -388,14 +415,14 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
     state the episode's last action was chosen in, as ``episode_resources`` is.
     ``on_progress(finished, won)``, if given, is called on the host (``jax.debug.callback``,
     unordered) after each step in which a board ended, with the boards finished and won so far:
-    a long search can report as it goes. Jittable."""
+    a long search can report as it goes. ``record_actions``: the results also hold
+    ``actions`` i32[num_boards, max_steps], each board's actions in order (-1 after its end),
+    so that a game can be re-simulated (``board_episode_keys``) and watched. Jittable."""
     from purejaxrl.evaluation import EpisodeTally, with_memory
     policy = with_memory(policy)
     final_state_values = dict(final_state_values or {})
     lanes = min(boards_in_flight, num_boards)
-    reset_key, loop_key = jax.random.split(key)
-    board_keys = jax.random.split(reset_key, num_boards)
-    act_root, step_root = jax.random.split(loop_key)
+    board_keys, act_root, step_root = board_key_roots(key, num_boards)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     # Placeholders: every lane loads its first board in the loop, so the program holds one
     # reset (one stage generator: seconds of compile time each).
@@ -411,15 +438,14 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
              **{name: jnp.zeros(shape.shape, shape.dtype) for name, shape in final_shapes.items()}}
     results = {name: jnp.zeros((num_boards,) + value.shape[1:], value.dtype)
                for name, value in fresh.items()}
+    if record_actions:
+        results["actions"] = jnp.full((num_boards, max_steps), -1, jnp.int32)
     first_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes,) + jnp.shape(x)),
                                 policy.initial_memory)
     init = dict(obs=obs, env_state=env_state, memory=first_memory,
                 board=jnp.arange(lanes, dtype=jnp.int32),
                 load=jnp.ones(lanes, bool), next_board=jnp.int32(lanes), episode=fresh,
                 results=results)
-
-    def folded(root, board, t):
-        return jax.random.fold_in(jax.random.fold_in(root, board), t)
 
     def running(carry):
         return jnp.any(carry["board"] >= 0)
@@ -439,10 +465,12 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
         playing = board >= 0
         t = episode["length"]
         actions, memory = jax.vmap(policy.act)(
-            jax.vmap(folded, (None, 0, 0))(act_root, safe_board, t), obs, env_state, memory)
+            jax.vmap(board_step_key, (None, 0, 0))(act_root, safe_board, t), obs, env_state,
+            memory)
         next_obs, next_state, reward, terminated, truncated, info = jax.vmap(
             env.step, in_axes=(0, 0, 0, None))(
-                jax.vmap(folded, (None, 0, 0))(step_root, safe_board, t), env_state, actions,
+                jax.vmap(board_step_key, (None, 0, 0))(step_root, safe_board, t), env_state,
+                actions,
                 env_params)
         legal = jnp.take_along_axis(env.action_mask(obs), actions[:, None], axis=-1)[:, 0]
         done = terminated | truncated
@@ -456,6 +484,10 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
         target = jnp.where(ends, board, num_boards)  # out of range: dropped
         results = {name: carry["results"][name].at[target].set(value, mode="drop")
                    for name, value in episode.items()}
+        if record_actions:
+            played_at = jnp.where(playing, board, num_boards)  # out of range: dropped
+            results["actions"] = carry["results"]["actions"].at[played_at, t].set(
+                actions.astype(jnp.int32), mode="drop")
         # Ended lanes take the next boards, in lane order; the reset happens next iteration.
         new_board = carry["next_board"] + jnp.cumsum(ends) - 1
         load = ends & (new_board < num_boards)

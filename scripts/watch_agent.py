@@ -9,6 +9,8 @@ observations (MinAtar: a colour per channel) and the same summary of return and 
     python scripts/watch_agent.py ckpt.msgpack --gif run.gif --html run.html --record run.json
     python scripts/watch_agent.py --replay run.json [ckpt.msgpack]   # re-simulate and verify
     python scripts/watch_agent.py RUN --episodes 2048 --only won --gif won.gif --html won.html
+    python scripts/watch_agent.py --evaluation eval.json --row search-64-ppo-value --only won \
+        --gif won.gif --html won.html --record won.json   # a searched game (--record-actions)
 
 The network is rebuilt from the checkpoint's saved config (no shape guessing) and plays in the
 JAX environment with the saved environment options (reward shaping, UNDO-exploit fix, episode
@@ -21,7 +23,11 @@ keys derived from it, so (seed, episode, actions) determine an episode: --record
 (with each step's reward and a digest of each state) and --replay re-simulates the actions and
 fails unless every state and reward is reproduced. ``--only OUTCOME`` first plays the
 --episodes batched without frames (the same keys) and then shows the first ``--shown`` of them
-that ended so: the way to find and watch a won game. No display is needed (works over SSH).
+that ended so: the way to find and watch a won game. ``--evaluation JSON --row ROW`` watches
+games an ``evaluate.py --json`` run played (a search row's, with ``--record-actions``): each is
+re-simulated from its actions on the evaluation's own keys and must end as, and when, the
+evaluation says; ``--record`` keeps them as a record whose ``keys`` name that scheme, so
+``--replay`` reproduces them without the evaluation. No display is needed (works over SSH).
 """
 
 from __future__ import annotations
@@ -46,15 +52,16 @@ from envs.generic_view import observation_image, observation_text
 from envs.hackmatrix.viz.render_html import replay_html
 from envs.hackmatrix.viz.render_text import format_frame
 from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator, load_record,
-                                        run_episode, screen_episodes, verify_replay,
-                                        write_record)
+                                        record_text, run_episode, screen_episodes,
+                                        verify_replay)
 from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, TrainConfig
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument, check_output_file,
                                     write_text)
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
                                 sample_masked, step_recurrent)
-from purejaxrl.policy import PolicyError, load_policy as load
+from purejaxrl.policy import RECORDED_FIELDS, PolicyError, env_options_of
+from purejaxrl.policy import load_policy as load
 
 
 class WatchError(Exception):
@@ -99,6 +106,12 @@ def build_parser() -> argparse.ArgumentParser:
     add_overwrite_argument(parser)
     parser.add_argument("--replay", metavar="PATH",
                         help="re-simulate a --record file and verify it (checkpoint optional)")
+    parser.add_argument("--evaluation", metavar="JSON",
+                        help="watch games of an evaluate.py --json file played with "
+                             "--record-actions (a search row's): re-simulated on the "
+                             "evaluation's own keys and checked against how it says they ended "
+                             "(checkpoint optional: its policy is shown beside the moves)")
+    parser.add_argument("--row", help="with --evaluation: the row whose games to watch")
     parser.add_argument("--only", choices=tuple(ONLY_OUTCOMES),
                         help="play the --episodes batched first (fast, no frames), then show "
                              "only the first --shown of them that ended so (won: a win)")
@@ -117,9 +130,14 @@ def check_arguments(args) -> None:
             raise WatchError("a checkpoint given twice (positional and --checkpoint), "
                              "differently", 2)
         args.checkpoint = args.checkpoint_flag
-    if args.checkpoint is None and args.replay is None:
-        raise WatchError("a checkpoint (file or run directory) is required unless --replay", 2)
-    if args.replay and args.max_episode_steps is not None:
+    if args.checkpoint is None and args.replay is None and args.evaluation is None:
+        raise WatchError("a checkpoint (file or run directory) is required unless --replay or "
+                         "--evaluation", 2)
+    if args.replay and args.evaluation:
+        raise WatchError("--replay and --evaluation: one source of games at a time", 2)
+    if (args.evaluation is None) != (args.row is None):
+        raise WatchError("--evaluation JSON and --row ROW go together", 2)
+    if (args.replay or args.evaluation) and args.max_episode_steps is not None:
         raise WatchError("--max-episode-steps: a replay re-simulates with its record's env "
                          "options", 2)
     if args.only and args.replay:
@@ -138,6 +156,8 @@ def check_arguments(args) -> None:
                          "without it", 2)
     if args.replay and not os.path.isfile(args.replay):
         raise WatchError(f"record file not found: {args.replay}")
+    if args.evaluation and not os.path.isfile(args.evaluation):
+        raise WatchError(f"evaluation file not found: {args.evaluation}")
     for flag in ("gif", "mp4", "html", "record"):
         if getattr(args, flag):
             try:
@@ -147,19 +167,6 @@ def check_arguments(args) -> None:
 
 
 # --------------------------------------------------------------------------- checkpoint
-
-# The options a record keeps of a policy's config (besides its env options of roles "game" and
-# "agent": the rules it played under and its own actions and view).
-RECORDED_FIELDS = ("max_episode_steps", "gamma")
-
-
-def env_options_of(config) -> dict:
-    values = config.env_option_values()
-    options = {name: list(values[name]) if isinstance(values[name], tuple) else values[name]
-               for name, option in config.declared_env_options().items()
-               if option.role != "training"}
-    return {**options, **{name: getattr(config, name) for name in RECORDED_FIELDS}}
-
 
 def config_for_options(options: dict):
     # A record that predates an option was played without it (the option's ``absent``).
@@ -172,11 +179,80 @@ def config_for_options(options: dict):
 
 
 # What only HackMatrix's viewers draw: watching another env's agent with them is refused.
-HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "reveal", "legend", "only")
+HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "evaluation", "reveal", "legend", "only")
 
 # --only's choices -> the outcome names of replay.run_episode (and SCREEN_OUTCOMES).
 ONLY_OUTCOMES = {"won": "won", "died": "died", "truncated": "truncated",
                  "invalid": "invalid action"}
+
+
+# How an evaluation says a game ended (``evaluation.END_CAUSES``) -> ``replay.run_episode``'s
+# outcome for the same game ("max steps": the evaluation's step cap came first).
+EVALUATION_ENDS = {"won": "won", "died": "died", "truncated": "truncated",
+                   "invalid": "invalid action", "unfinished": "max steps"}
+
+
+def evaluation_games(args) -> dict:
+    """The games of --row of the --evaluation file as a record to re-simulate: its env options,
+    seed and keys (``{"scheme": "evaluation", "boards": N}``) and, per game, the board, its
+    actions and how the evaluation says it ended. With --only, the first --shown games that
+    ended so; else the first --episodes boards."""
+    import json
+    try:
+        with open(args.evaluation, encoding="utf-8") as handle:
+            results = json.load(handle)
+    except (OSError, ValueError) as error:
+        raise WatchError(f"cannot read evaluation {args.evaluation}: {error}") from None
+    if not isinstance(results, dict) or args.row not in results:
+        rows = ", ".join(results) if isinstance(results, dict) else "none"
+        raise WatchError(f"{args.evaluation} has no row {args.row!r} (rows: {rows})", 2)
+    row = results[args.row]
+    games, made = row.get("games", {}), row.get("evaluation")
+    if "actions" not in games or made is None or "env_options" not in row:
+        raise WatchError(f"row {args.row!r} of {args.evaluation} kept no actions: evaluate it "
+                         "with --record-actions (and --json)", 2)
+    if made.get("env") != "hackmatrix":
+        raise WatchError(f"row {args.row!r} is of env {made.get('env')!r}: only HackMatrix "
+                         "games are drawn", 2)
+    boards = list(range(len(games["actions"])))
+    if args.only and not args.evaluation:  # an evaluation's games are picked by its ends
+        matching = [b for b in boards if EVALUATION_ENDS[games["end"][b]]
+                    == ONLY_OUTCOMES[args.only]]
+        if not matching:
+            raise WatchError(f"no game of row {args.row!r} ended {args.only!r}", 1)
+        print(f"{args.only}: board(s) {', '.join(map(str, matching))} of {len(boards)}")
+        boards = matching[:args.shown or 1]
+    else:
+        boards = boards[:args.episodes]
+    return {"env_options": row["env_options"], "seed": made["seed"],
+            "keys": {"scheme": "evaluation", "boards": len(games["actions"])},
+            "policy": args.row,
+            "episodes": [{"episode": b, "actions": games["actions"][b],
+                          "length": games["length"][b],
+                          "outcome": EVALUATION_ENDS[games["end"][b]]} for b in boards]}
+
+
+def episode_keys_of(record: dict | None, seed: int, episode: int):
+    """The keys episode ``episode`` was played with: an evaluation's board (its keys scheme),
+    else watch_agent's own (None: ``run_episode``'s default)."""
+    keys = (record or {}).get("keys", {})
+    if keys.get("scheme") == "evaluation":
+        from purejaxrl.search import board_episode_keys
+        return board_episode_keys(seed, episode, keys["boards"])
+    if keys.get("scheme", "watch") != "watch":
+        raise ReplayError(f"unknown keys scheme {keys['scheme']!r} in the record")
+    return None
+
+
+def check_evaluation_games(record: dict, results: list) -> None:
+    """Raise ReplayError where a re-simulated game did not end as, or when, its evaluation
+    says it did."""
+    for wanted, result in zip(record["episodes"], results):
+        got = result["record"]
+        if (got["outcome"], len(got["actions"])) != (wanted["outcome"], wanted["length"]):
+            raise ReplayError(f"board {wanted['episode']} re-simulated ended {got['outcome']!r} "
+                              f"after {len(got['actions'])} steps; the evaluation says "
+                              f"{wanted['outcome']!r} after {wanted['length']}")
 
 
 def load_policy(path: str):
@@ -346,7 +422,8 @@ def run(args) -> int:
     print(describe_backend(), file=sys.stderr)
     enable_compile_cache(None if args.no_compile_cache else args.compile_cache_dir,
                          INTERACTIVE_MIN_COMPILE_SECS)
-    record_in = load_record(args.replay) if args.replay else None
+    record_in = (load_record(args.replay) if args.replay
+                 else evaluation_games(args) if args.evaluation else None)
     network = params = None
     if args.checkpoint:
         policy = load_policy(args.checkpoint)
@@ -369,7 +446,7 @@ def run(args) -> int:
         network = make_network(config, env)
     decision = None if network is None else network_decision(env, network)
     screened = None
-    if args.only:
+    if args.only and not args.evaluation:  # an evaluation's games are picked by its ends
         screened = screen(args, env.env, env_params, decision, params, initial_memory(network),
                           seed)
         if not screened:
@@ -378,7 +455,8 @@ def run(args) -> int:
     simulator = Simulator(env.env, env_params, decision, params, greedy=args.greedy,
                           initial_memory=None if network is None else initial_memory(network))
     live = LiveView(args)
-    mode = "replay of " + args.replay if record_in else ("greedy" if args.greedy else "sampled")
+    mode = ("replay of " + (args.replay or f"{args.evaluation}, row {args.row}") if record_in
+            else ("greedy" if args.greedy else "sampled"))
     print(f"{len(episodes)} episode(s), seed {seed}, {mode}; env options {options}")
 
     results = []
@@ -386,11 +464,15 @@ def run(args) -> int:
         result = run_episode(simulator, seed=seed, episode=episode,
                              max_steps=int(env_params.max_steps_in_episode),
                              forced_actions=forced, reveal=args.reveal, top_k=args.top_k,
-                             on_frame=live)
+                             on_frame=live, keys=episode_keys_of(record_in, seed, episode))
         results.append(result)
     if screened:
         check_screened(screened, results)
-    if record_in is not None:
+    if args.evaluation:
+        check_evaluation_games(record_in, results)
+        print(f"the evaluation's games re-simulated as it says they ended: {len(results)} "
+              "game(s)")
+    elif record_in is not None:
         for recorded, replayed in zip(record_in["episodes"], results):
             verify_replay(recorded, replayed)
         steps = sum(len(r["record"]["actions"]) for r in results)
@@ -400,9 +482,11 @@ def run(args) -> int:
     frames = [frame for result in results for frame in result["frames"]]
     summary = [result["summary"] for result in results]
     if args.record:
-        write_record(args.record, env_options=options, seed=seed,
-                     policy=None if args.replay else ("greedy" if args.greedy else "sampled"),
-                     episodes=[r["record"] for r in results])
+        write_text(args.record, record_text(
+            env_options=options, seed=seed, keys=record_in and record_in["keys"],
+            policy=(record_in or {}).get("policy") if record_in else (
+                "greedy" if args.greedy else "sampled"),
+            episodes=[r["record"] for r in results]))
         print(f"wrote record {args.record}")
     if args.gif:
         write_video(args.gif, frames, args.fps, "gif")

@@ -264,8 +264,15 @@ def main(argv=None) -> int:
     if args.json:
         record = evaluation_record(args, config, checkpoint if params is not None else None,
                                    sys.argv[1:] if argv is None else argv)
-        for summary in results.values():
+        from purejaxrl.policy import env_options_of
+        for name, summary in results.items():
             summary["evaluation"] = record
+            # The rules and the player's own options this row played under (the baselines:
+            # the game's own actions), and a diagnostic start if one was set: what a replay
+            # of its games builds the env from.
+            baseline = name in policies and not name.startswith("checkpoint")
+            summary["env_options"] = {**env_options_of(game_config if baseline else config),
+                                      **summary.get("training_options", {})}
         write_text(args.json, json.dumps(results, indent=2))
     return 0
 

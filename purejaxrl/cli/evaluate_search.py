@@ -108,6 +108,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
+    search.add_argument("--record-actions", action="store_true",
+                        help="keep every searched game's actions in the --json output (its "
+                        "games' actions), so that any game can be re-simulated and watched: "
+                        "scripts/watch_agent.py --evaluation JSON --row ROW")
     rollout = parser.add_argument_group(
         "rollout rows (SPEC §4.5): Monte-Carlo rollouts of the network from each candidate "
         "move, on the same boards; --search-information and --search-leaf apply")
@@ -179,6 +183,9 @@ def arguments_error(args) -> str | None:
                 "need --search-simulations")
     if args.search_boards_in_flight < 1:
         return f"--search-boards-in-flight must be >= 1, got {args.search_boards_in_flight}"
+    if args.record_actions and not (wants_search(args) and args.json):
+        return ("--record-actions keeps the search rows' actions in the --json output: it "
+                "needs --search-simulations or --rollout-search, and --json")
     if args.search_prior in ("checkpoint", "both") and not args.checkpoint:
         return "--search-prior checkpoint needs --checkpoint"
     if args.search_leaf == VALUE_LEAF and not args.checkpoint:
@@ -467,7 +474,8 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     report = ProgressReport(name, args.episodes)
     play = jax.jit(lambda k: play_boards(
         env, env_params, policy, k, args.episodes, max_steps, args.search_boards_in_flight,
-        final_values, on_progress=report))
+        final_values, on_progress=report,
+        record_actions=getattr(args, "record_actions", False)))
     start = time.perf_counter()
     compiled = play.lower(key).compile()
     compile_s = time.perf_counter() - start

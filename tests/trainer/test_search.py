@@ -815,3 +815,38 @@ def test_an_unknown_program_bonus_is_refused_before_any_play(capsys, monkeypatch
                           "--search-program-bonus", "resett=0.5"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
     assert err.startswith("error: --search-program-bonus: unknown programs resett")
+
+
+def test_recorded_actions_re_simulate_each_board_step_for_step():
+    """``play_boards(record_actions=True)`` keeps each board's actions, and
+    ``board_episode_keys`` gives the keys the board was played with: stepping HackMatrix from
+    the board's reset key with those actions (the replay's own jitted step,
+    ``viz.replay.jitted_env_step``) earns the same return and ends on the same step, also for
+    boards that a lane took over from another (2 lanes, 3 boards)."""
+    from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
+    from purejaxrl import ppo
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.evaluation import random_policy
+    env, env_params = ppo.make_env(TrainConfig())
+    seed, boards, max_steps = 7, 3, 40
+    played = jax.device_get(jax.jit(lambda k: search.play_boards(
+        env, env_params, random_policy(env), k, boards, max_steps, 2,
+        record_actions=True))(jax.random.PRNGKey(seed)))
+    games = game_outcomes(played)
+    reset, step = jitted_reset(env.env), jitted_env_step(env.env)
+    ended = 0
+    for board in range(boards):
+        actions = games["actions"][board]
+        assert len(actions) == games["length"][board] > 0
+        assert np.all(played["actions"][board, len(actions):] == -1)
+        reset_key, step_keys = search.board_episode_keys(seed, board, boards)
+        state, total = reset(reset_key, env_params), 0.0
+        for t, action in enumerate(actions):
+            out = jax.device_get(step(step_keys(t)[1], state, jnp.int32(action), env_params))
+            assert bool(out["mask"][action])  # the recorded action was legal there
+            state, total = out["state"], total + float(out["reward"])
+            over = bool(out["terminated"]) or bool(out["truncated"])
+            assert over == (t + 1 == len(actions) and games["end"][board] != "unfinished")
+        ended += games["end"][board] in ("won", "died")
+        assert total == pytest.approx(games["return"][board], abs=1e-3)
+    assert ended >= 1  # a game that ends inside the cap is re-simulated to its end

@@ -223,3 +223,77 @@ def test_only_is_refused_where_it_cannot_apply(tmp_path, capsys):
     assert code == 2 and "--only" in err and err.count("\n") == 1
     code, err = run_main(capsys, str(tmp_path), "--only", "won", "--shown", "0")
     assert code == 2 and "--shown must be >= 1, got 0" in err
+
+
+@pytest.fixture(scope="module")
+def evaluation_file(tmp_path_factory):
+    """An evaluate.py --json file with one row whose games kept their actions: random play on
+    4 HackMatrix boards through ``play_boards`` (the search rows' player, 2 lanes), as
+    ``evaluate.py --record-actions`` writes it."""
+    import jax
+    from purejaxrl import ppo, search
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.evaluation import game_outcomes, random_policy
+    from purejaxrl.policy import env_options_of
+    config = TrainConfig(max_episode_steps=60)
+    env, env_params = ppo.make_env(config)
+    seed, boards = 11, 4
+    played = jax.jit(lambda k: search.play_boards(
+        env, env_params, random_policy(env), k, boards, 60, 2, record_actions=True))(
+        jax.random.PRNGKey(seed))
+    row = {"games": game_outcomes(played), "env_options": env_options_of(config),
+           "evaluation": {"env": "hackmatrix", "seed": seed, "episodes": boards}}
+    path = tmp_path_factory.mktemp("evaluation") / "eval.json"
+    path.write_text(json.dumps({"search-1": row}))
+    return path, row
+
+
+def test_an_evaluations_games_are_watched_and_recorded_on_its_own_keys(evaluation_file,
+                                                                        tmp_path, capsys):
+    """--evaluation JSON --row ROW re-simulates the row's recorded games on the evaluation's
+    keys and checks each ends as, and when, the evaluation says; --only picks by that end;
+    the record it writes replays exactly (its keys scheme is the evaluation's); a game whose
+    actions were altered is refused (exit 1, one line)."""
+    path, row = evaluation_file
+    ends = row["games"]["end"]
+    assert "died" in ends
+    record = tmp_path / "died.json"
+    code = watch_agent.main(["--evaluation", str(path), "--row", "search-1", "--only", "died",
+                             "--quiet", "--record", str(record), "--no-compile-cache"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "re-simulated as it says they ended: 1 game(s)" in out
+    written = json.loads(record.read_text())
+    first_died = ends.index("died")
+    assert written["keys"] == {"scheme": "evaluation", "boards": len(ends)}
+    assert [e["episode"] for e in written["episodes"]] == [first_died]
+    assert written["episodes"][0]["actions"] == row["games"]["actions"][first_died]
+    assert watch_agent.main(["--replay", str(record), "--quiet", "--no-compile-cache"]) == 0
+    assert "replay reproduced the record exactly" in capsys.readouterr().out
+    # The same game cut short: it no longer ends where the evaluation says.
+    altered = json.loads(path.read_text())
+    altered["search-1"]["games"]["actions"][first_died] = (
+        altered["search-1"]["games"]["actions"][first_died][:-1])
+    bad = tmp_path / "altered.json"
+    bad.write_text(json.dumps(altered))
+    code, err = run_main(capsys, "--evaluation", str(bad), "--row", "search-1", "--only", "died",
+                         "--quiet")
+    error = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 1 and len(error) == 1
+    assert error[0].startswith(f"error: board {first_died} re-simulated ended 'max steps' after ")
+    length = row["games"]["length"][first_died]
+    assert error[0].endswith(f"the evaluation says 'died' after {length}")
+
+
+def test_an_evaluation_without_actions_or_row_is_refused(evaluation_file, tmp_path, capsys):
+    """A row that kept no actions, a missing row, and --row without --evaluation: one line,
+    exit 2, before any work."""
+    path, row = evaluation_file
+    plain = tmp_path / "plain.json"
+    plain.write_text(json.dumps({"search-1": dict(row, games={"end": row["games"]["end"]})}))
+    code, err = run_main(capsys, "--evaluation", str(plain), "--row", "search-1")
+    assert code == 2 and "kept no actions: evaluate it with --record-actions" in err
+    code, err = run_main(capsys, "--evaluation", str(path), "--row", "greedy")
+    assert code == 2 and "has no row 'greedy' (rows: search-1)" in err
+    code, err = run_main(capsys, "--row", "search-1", "--replay", str(path))
+    assert code == 2 and "--evaluation JSON and --row ROW go together" in err

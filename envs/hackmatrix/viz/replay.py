@@ -4,7 +4,9 @@ and scripts/play.py (humans).
 Episode e of a run with seed s resets from fold_in(PRNGKey(s), e) and steps with per-step keys
 derived from it, so (seed, episode, actions) determine an episode: a record holds them (with
 each step's reward and a digest of each state), and a replay re-simulates the actions and fails
-unless every state and reward is reproduced. The env step is jitted once per env and shared by
+unless every state and reward is reproduced. A record may name other keys (``keys``: a game of
+an evaluation, board b of N, played with that evaluation's keys); the caller that knows them
+passes them to ``run_episode``. The env step is jitted once per env and shared by
 every caller, so the persistent compile cache serves watch_agent, its replays and play.py."""
 
 from __future__ import annotations
@@ -24,7 +26,12 @@ from ..core.mask import action_mask
 from .render_text import action_name, frame_view
 
 RECORD_FORMAT = "hackmatrix-episode-record"
-RECORD_VERSION = 1
+RECORD_VERSION = 2
+# Version 1: no ``keys`` field (every episode watch_agent's, ``episode_keys``).
+READABLE_VERSIONS = (1, 2)
+# Whose keys a record's episodes were played with: watch_agent's own (``episode_keys``), or an
+# evaluation's (``{"scheme": "evaluation", "boards": N}``: episode b is board b of N).
+WATCH_KEYS = {"scheme": "watch"}
 # Rewards of a replay are recomputed by a differently compiled program (no policy network in
 # it), whose float fusion may differ in the last bits; states are compared exactly.
 REWARD_TOLERANCE = 1e-5
@@ -95,8 +102,9 @@ class Simulator:
         self.memory = self.initial_memory
         return self._reset(key, self.env_params)
 
-    def step(self, key, state, forced_action=None):
-        act_key, env_key = jax.random.split(key)
+    def step(self, keys, state, forced_action=None):
+        """``keys``: the policy's key and the env step's key (``step_env``'s)."""
+        act_key, env_key = keys
         decision = {}
         if self._policy is not None:
             memory = () if self.initial_memory is None else (self.memory,)
@@ -113,6 +121,13 @@ def episode_keys(seed: int, episode: int):
     return jax.random.split(jax.random.fold_in(jax.random.PRNGKey(seed), episode))
 
 
+def watch_episode_keys(seed: int, episode: int):
+    """(reset key, ``step_keys(t) -> (policy key, env step key)``) of watch_agent's episode
+    ``episode`` of ``seed``."""
+    reset_key, run_key = episode_keys(seed, episode)
+    return reset_key, lambda t: tuple(jax.random.split(jax.random.fold_in(run_key, t)))
+
+
 def outcome_of(out) -> str:
     if bool(out["invalid"]):
         return "invalid action"
@@ -124,10 +139,12 @@ def outcome_of(out) -> str:
 
 
 def run_episode(simulator: Simulator, *, seed: int, episode: int, max_steps: int,
-                forced_actions=None, reveal=False, top_k=5, on_frame=None) -> dict:
+                forced_actions=None, reveal=False, top_k=5, on_frame=None, keys=None) -> dict:
     """Play (or, with ``forced_actions``, re-simulate) one episode. Returns its record (actions,
-    rewards, state digests), its frames (one per step plus the final position) and summary."""
-    reset_key, run_key = episode_keys(seed, episode)
+    rewards, state digests), its frames (one per step plus the final position) and summary.
+    ``keys``: (reset key, ``step_keys(t)``) where the episode is not watch_agent's own
+    (``watch_episode_keys``)."""
+    reset_key, step_keys = keys or watch_episode_keys(seed, episode)
     state = simulator.reset(reset_key)
     record = {"episode": episode, "actions": [], "rewards": [], "state_digests": []}
     frames, total, outcome, stage = [], 0.0, None, 1
@@ -135,7 +152,7 @@ def run_episode(simulator: Simulator, *, seed: int, episode: int, max_steps: int
     limit = len(forced_actions) if forced_actions is not None else max_steps
     for t in range(limit):
         forced = None if forced_actions is None else forced_actions[t]
-        out = simulator.step(jax.random.fold_in(run_key, t), state, forced)
+        out = simulator.step(step_keys(t), state, forced)
         action = int(out["action"])
         frame = frame_view(state, reveal=reveal, step=t, action=action, shot=bool(out["shot"]),
                            probs=out.get("probs"), value=out.get("value"),
@@ -266,12 +283,14 @@ def verify_replay(recorded: dict, replayed: dict) -> None:
                          f"says {recorded['outcome']!r}")
 
 
-def write_record(path: str, *, env_options: dict, seed: int, policy, episodes: list) -> None:
-    """Write the records of ``run_episode`` results (``episodes``) as one replayable file."""
-    with open(path, "w", encoding="utf-8") as handle:
-        json.dump({"format": RECORD_FORMAT, "format_version": RECORD_VERSION,
-                   "env_version": ENV_VERSION, "env_options": env_options, "seed": seed,
-                   "policy": policy, "episodes": episodes}, handle, indent=1)
+def record_text(*, env_options: dict, seed: int, policy, episodes: list,
+                keys: dict = None) -> str:
+    """The records of ``run_episode`` results (``episodes``) as one replayable file's text;
+    ``keys``: whose keys they were played with (default watch_agent's)."""
+    return json.dumps({"format": RECORD_FORMAT, "format_version": RECORD_VERSION,
+                       "env_version": ENV_VERSION, "env_options": env_options, "seed": seed,
+                       "keys": keys or WATCH_KEYS, "policy": policy, "episodes": episodes},
+                      indent=1)
 
 
 def load_record(path: str) -> dict:
@@ -282,9 +301,10 @@ def load_record(path: str) -> dict:
         raise ReplayError(f"cannot read record {path}: {error}") from None
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
         raise ReplayError(f"{path} is not a watch_agent episode record")
-    if record.get("format_version") != RECORD_VERSION:
+    if record.get("format_version") not in READABLE_VERSIONS:
         raise ReplayError(f"{path} has record version {record.get('format_version')}, "
-                         f"expected {RECORD_VERSION}")
+                         f"expected one of {READABLE_VERSIONS}")
+    record.setdefault("keys", WATCH_KEYS)
     saved, current = record.get("env_version"), ENV_VERSION
     if saved is not None and current is not None and saved != current:
         raise ReplayError(f"{path} was recorded on environment version {saved!r}, this code is "
