@@ -84,6 +84,10 @@ def write_text(path: str, text: str) -> None:
     try:
         with handle:
             handle.write(text)
+        # A temporary file is private (0600); the result gets the mode open() would give it.
+        umask = os.umask(0)
+        os.umask(umask)
+        os.chmod(handle.name, 0o666 & ~umask)
         os.replace(handle.name, path)
     except BaseException:
         if os.path.exists(handle.name):

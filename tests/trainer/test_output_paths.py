@@ -46,6 +46,15 @@ def test_write_text_replaces_whole_and_leaves_no_temporary_file(tmp_path):
     assert os.listdir(tmp_path) == ["r.json"]
 
 
+def test_write_text_gives_the_file_the_mode_open_would(tmp_path):
+    """Not the temporary file's private 0600: what the umask allows, as with open()."""
+    write_text(str(tmp_path / "r.json"), "x")
+    with open(tmp_path / "plain.json", "w") as handle:
+        handle.write("x")
+    mode = lambda name: os.stat(tmp_path / name).st_mode & 0o777  # noqa: E731
+    assert mode("r.json") == mode("plain.json")
+
+
 def test_an_interrupted_write_keeps_the_old_file_and_cleans_up(tmp_path, monkeypatch):
     path = tmp_path / "r.json"
     path.write_text("old")
