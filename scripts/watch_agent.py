@@ -215,7 +215,7 @@ def evaluation_games(args) -> dict:
         raise WatchError(f"row {args.row!r} is of env {made.get('env')!r}: only HackMatrix "
                          "games are drawn", 2)
     boards = list(range(len(games["actions"])))
-    if args.only and not args.evaluation:  # an evaluation's games are picked by its ends
+    if args.only:
         matching = [b for b in boards if EVALUATION_ENDS[games["end"][b]]
                     == ONLY_OUTCOMES[args.only]]
         if not matching:

@@ -297,3 +297,28 @@ def test_an_evaluation_without_actions_or_row_is_refused(evaluation_file, tmp_pa
     assert code == 2 and "has no row 'greedy' (rows: search-1)" in err
     code, err = run_main(capsys, "--row", "search-1", "--replay", str(path))
     assert code == 2 and "--evaluation JSON and --row ROW go together" in err
+
+
+def test_only_picks_an_evaluations_games_by_how_it_says_they_ended(tmp_path):
+    """--only OUTCOME takes the first --shown games of the row that ended so (the board
+    numbers are the evaluation's); without --only, the first --episodes boards."""
+    import argparse
+    games = {"end": ["died", "won", "truncated", "won", "won"], "length": [3, 9, 8, 7, 6],
+             "actions": [[0] * n for n in (3, 9, 8, 7, 6)]}
+    path = tmp_path / "eval.json"
+    path.write_text(json.dumps({"row": {"games": games, "env_options": {},
+                                        "evaluation": {"env": "hackmatrix", "seed": 5}}}))
+
+    def picked(**flags):
+        args = argparse.Namespace(**{"evaluation": str(path), "row": "row", "only": None,
+                                     "shown": None, "episodes": 1, **flags})
+        record = watch_agent.evaluation_games(args)
+        assert record["keys"] == {"scheme": "evaluation", "boards": 5} and record["seed"] == 5
+        return [(e["episode"], e["outcome"], e["length"]) for e in record["episodes"]]
+
+    assert picked(only="won") == [(1, "won", 9)]
+    assert picked(only="won", shown=2) == [(1, "won", 9), (3, "won", 7)]
+    assert picked(only="truncated") == [(2, "truncated", 8)]
+    assert picked(episodes=2) == [(0, "died", 3), (1, "won", 9)]
+    with pytest.raises(watch_agent.WatchError, match="no game of row 'row' ended 'invalid'"):
+        picked(only="invalid")
