@@ -54,6 +54,17 @@ def env_options_of(config: TrainConfig) -> dict:
     return {**options, **{name: getattr(config, name) for name in RECORDED_FIELDS}}
 
 
+def config_for_options(options: dict, env: str = "hackmatrix") -> TrainConfig:
+    """The config a game recorded with ``env_options_of``'s ``options`` is played again under.
+    A record that predates an option was played without it (the option's ``absent``)."""
+    declared = TrainConfig(env=env).declared_env_options()
+    env_options = {name: option.absent for name, option in declared.items()
+                   if option.role != "training"}
+    env_options.update({name: value for name, value in options.items() if name in declared})
+    return TrainConfig(env=env, env_options=env_options,
+                       **{name: options[name] for name in RECORDED_FIELDS if name in options})
+
+
 def load_policy(path: str) -> Policy:
     """The checkpoint at ``path`` (a file or a run directory: its newest) with its config, its
     parameters and the env and network they were trained with. Refused (``PolicyError``): an

@@ -55,12 +55,13 @@ from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator,
                                         record_text, run_episode, screen_episodes,
                                         verify_replay)
 from purejaxrl import ppo
-from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR, TrainConfig
+from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR
+from purejaxrl.recorded_games import RecordedGamesError, load_row_games
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument, check_output_file,
                                     write_text)
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
                                 sample_masked, step_recurrent)
-from purejaxrl.policy import RECORDED_FIELDS, PolicyError, env_options_of
+from purejaxrl.policy import PolicyError, config_for_options, env_options_of
 from purejaxrl.policy import load_policy as load
 
 
@@ -168,16 +169,6 @@ def check_arguments(args) -> None:
 
 # --------------------------------------------------------------------------- checkpoint
 
-def config_for_options(options: dict):
-    # A record that predates an option was played without it (the option's ``absent``).
-    declared = TrainConfig(env="hackmatrix").declared_env_options()
-    env_options = {name: option.absent for name, option in declared.items()
-                   if option.role != "training"}
-    env_options.update({name: value for name, value in options.items() if name in declared})
-    return TrainConfig(env="hackmatrix", env_options=env_options,
-                       **{name: options[name] for name in RECORDED_FIELDS if name in options})
-
-
 # What only HackMatrix's viewers draw: watching another env's agent with them is refused.
 HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "evaluation", "reveal", "legend", "only")
 
@@ -195,41 +186,24 @@ EVALUATION_ENDS = {"won": "won", "died": "died", "truncated": "truncated",
 def evaluation_games(args) -> dict:
     """The games of --row of the --evaluation file as a record to re-simulate: its env options,
     seed and keys (``{"scheme": "evaluation", "boards": N}``) and, per game, the board, its
-    actions and how the evaluation says it ended. With --only, the first --shown games that
-    ended so; else the first --episodes boards."""
-    import json
+    actions, length and outcome as the evaluation says. With --only, the first --shown games
+    that ended so; else the first --episodes boards."""
     try:
-        with open(args.evaluation, encoding="utf-8") as handle:
-            results = json.load(handle)
-    except (OSError, ValueError) as error:
-        raise WatchError(f"cannot read evaluation {args.evaluation}: {error}") from None
-    if not isinstance(results, dict) or args.row not in results:
-        rows = ", ".join(results) if isinstance(results, dict) else "none"
-        raise WatchError(f"{args.evaluation} has no row {args.row!r} (rows: {rows})", 2)
-    row = results[args.row]
-    games, made = row.get("games", {}), row.get("evaluation")
-    if "actions" not in games or made is None or "env_options" not in row:
-        raise WatchError(f"row {args.row!r} of {args.evaluation} kept no actions: evaluate it "
-                         "with --record-actions (and --json)", 2)
-    if made.get("env") != "hackmatrix":
-        raise WatchError(f"row {args.row!r} is of env {made.get('env')!r}: only HackMatrix "
-                         "games are drawn", 2)
-    boards = list(range(len(games["actions"])))
+        row = load_row_games(args.evaluation, args.row, ended=args.only, count=args.shown,
+                             first=args.episodes)
+    except RecordedGamesError as error:
+        raise WatchError(str(error), error.code) from None
+    if row["env"] != "hackmatrix":
+        raise WatchError(f"row {args.row!r} is of env {row['env']!r}: only HackMatrix games "
+                         "are drawn", 2)
     if args.only:
-        matching = [b for b in boards if EVALUATION_ENDS[games["end"][b]]
-                    == ONLY_OUTCOMES[args.only]]
-        if not matching:
-            raise WatchError(f"no game of row {args.row!r} ended {args.only!r}", 1)
-        print(f"{args.only}: board(s) {', '.join(map(str, matching))} of {len(boards)}")
-        boards = matching[:args.shown or 1]
-    else:
-        boards = boards[:args.episodes]
-    return {"env_options": row["env_options"], "seed": made["seed"],
-            "keys": {"scheme": "evaluation", "boards": len(games["actions"])},
-            "policy": args.row,
-            "episodes": [{"episode": b, "actions": games["actions"][b],
-                          "length": games["length"][b],
-                          "outcome": EVALUATION_ENDS[games["end"][b]]} for b in boards]}
+        print(f"{args.only}: board(s) {', '.join(map(str, row['matching']))} of "
+              f"{row['boards']}")
+    return {"env_options": row["env_options"], "seed": row["seed"],
+            "keys": {"scheme": "evaluation", "boards": row["boards"]}, "policy": args.row,
+            "episodes": [{"episode": game["board"], "actions": game["actions"],
+                          "length": game["length"], "outcome": EVALUATION_ENDS[game["end"]]}
+                         for game in row["games"]]}
 
 
 def episode_keys_of(record: dict | None, seed: int, episode: int):

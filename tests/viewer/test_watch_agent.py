@@ -322,3 +322,42 @@ def test_only_picks_an_evaluations_games_by_how_it_says_they_ended(tmp_path):
     assert picked(episodes=2) == [(0, "died", 3), (1, "won", 9)]
     with pytest.raises(watch_agent.WatchError, match="no game of row 'row' ended 'invalid'"):
         picked(only="invalid")
+
+
+def test_program_timeline_reads_every_game_of_an_evaluation(evaluation_file, tmp_path, capsys):
+    """scripts/program_timeline.py re-simulates all of a row's games at once on the
+    evaluation's keys: each game is counted once by the stage it first owned the program and
+    by how it ended (random play owns none), and a game that no longer ends as the evaluation
+    says is refused (exit 1, one error line)."""
+    from scripts import program_timeline
+    path, row = evaluation_file
+    out = tmp_path / "timeline.json"
+    assert program_timeline.main([str(path), "--row", "search-1", "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert text.startswith("4 games; RESET first owned on stage")
+    games = json.loads(out.read_text())["games"]
+    assert [g["board"] for g in games] == [0, 1, 2, 3]
+    assert [g["end"] for g in games] == row["games"]["end"]
+    assert [g["stage"] for g in games] == row["games"]["stage"]
+    assert all(g["owned"] == "never" for g in games)
+    altered = json.loads(path.read_text())
+    altered["search-1"]["games"]["actions"][1] = altered["search-1"]["games"]["actions"][1][:-1]
+    bad = tmp_path / "altered.json"
+    bad.write_text(json.dumps(altered))
+    assert program_timeline.main([str(bad), "--row", "search-1"]) == 1
+    err = capsys.readouterr().err
+    assert "error: board 1 re-simulated ended alive; the evaluation says 'died'" in err
+
+
+def test_program_timeline_table_crosses_first_ownership_with_the_end():
+    from scripts.program_timeline import format_table
+    rows = [{"board": 0, "end": "won", "stage": 8, "seen": 1, "owned": 1},
+            {"board": 1, "end": "died", "stage": 5, "seen": 2, "owned": "never"},
+            {"board": 2, "end": "died", "stage": 4, "seen": "never", "owned": "never"},
+            {"board": 3, "end": "died", "stage": 7, "seen": 1, "owned": 1}]
+    lines = format_table(rows, "reset").splitlines()
+    assert lines[1].split() == ["owned", "won", "died", "games"]
+    assert lines[2].split() == ["never", "0", "2", "2"]
+    assert lines[3].split() == ["1", "1", "1", "2"]
+    assert "never owned: 1 games (ended on stages [4])" in lines[4]
+    assert lines[5].endswith("board 1 (seen on stage 2, ended died on 5)")

@@ -1,0 +1,164 @@
+#!/usr/bin/env python
+"""When did a game see a program, when did it own it, and how did it end? Re-simulates every
+game of one row of an ``evaluate.py --json --record-actions`` file (a search row's) on the
+evaluation's own keys, and reads from each state what the player saw: the first stage on
+which a block showing the program stood unsiphoned on the board while the player did not own
+it, and the first stage on which the player owned it. Every game must end as, and when, the
+evaluation says (else one error line, exit 1).
+
+    python scripts/program_timeline.py searched.json --row search-16-ppo-value --program reset
+
+The table crosses the stage of first ownership (never, 1..8) with how the games ended, and
+counts the games that saw the program on the board and never took it: where a search or a
+network wins through one program (SPEC §4.5: RESET), whether the boards offered it, and
+whether the player took it when they did.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from purejaxrl.backend import choose_platforms
+from purejaxrl.cli.parsing import ArgumentParser
+
+choose_platforms()  # before anything imports JAX
+
+import jax  # noqa: E402
+import jax.numpy as jnp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
+from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
+from purejaxrl import ppo, search  # noqa: E402
+from purejaxrl.output_paths import (add_overwrite_argument, output_file_error,  # noqa: E402
+                                    write_text)
+from purejaxrl.policy import config_for_options  # noqa: E402
+from purejaxrl.recorded_games import RecordedGamesError, load_row_games  # noqa: E402
+
+NEVER = "never"
+# How games end (``evaluation.END_CAUSES``), in the table's column order.
+ENDS = ("won", "died", "truncated", "invalid", "unfinished")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("evaluation", help="an evaluate.py --json file made with --record-actions")
+    parser.add_argument("--row", required=True, help="the row whose games to read")
+    parser.add_argument("--program", default="reset", choices=PROGRAM_NAMES,
+                        help="the program to follow (default reset)")
+    parser.add_argument("--json", metavar="PATH", help="also write every game's timeline")
+    add_overwrite_argument(parser)
+    return parser
+
+
+def timelines(env, env_params, seed: int, boards: int, games: list, program: int) -> dict:
+    """Per game (board order of ``games``): i32 first stage the program was seen unowned on
+    the board and first stage it was owned (0: never), and the stage, won and died flags of
+    the game's last step; all boards re-simulated together, each from its recorded actions
+    (``games``: ``recorded_games.load_row_games``'s)."""
+    length = max(len(game["actions"]) for game in games)
+    actions = np.full((len(games), length), -1, np.int32)
+    for index, game in enumerate(games):
+        actions[index, :len(game["actions"])] = game["actions"]
+    indices = jnp.asarray([game["board"] for game in games])
+    # The keys play_boards played board b with (search.board_episode_keys, batched).
+    board_keys, _, step_root = search.board_key_roots(jax.random.PRNGKey(seed), boards)
+
+    def one(board, moves):
+        state = env.reset(board_keys[board], env_params)[1]
+
+        def step(carry, inputs):
+            state, seen, owned, end = carry
+            t, action = inputs
+            obs = env.observe(state)
+            shown = (obs.grid[..., CH_BLOCK_PROGRAM_TYPE + program] > 0) & (
+                obs.grid[..., CH_BLOCK_SIPHONED] == 0)
+            has = obs.programs[program] > 0
+            seen = jnp.where((seen == 0) & jnp.any(shown) & ~has, state.stage, seen)
+            owned = jnp.where((owned == 0) & has, state.stage, owned)
+            key = jax.random.split(search.board_step_key(step_root, board, t))[0]
+            _, next_state, _, _, info = env.step_env(key, state, jnp.maximum(action, 0),
+                                                     env_params)
+            playing = action >= 0
+            end = jax.tree.map(lambda new, old: jnp.where(playing, new, old),
+                               (info["stage"], info["won"], info["died"]), end)
+            state = jax.tree.map(lambda new, old: jnp.where(playing, new, old), next_state,
+                                 state)
+            return (state, seen, owned, end), None
+
+        start = (state, jnp.int32(0), jnp.int32(0),
+                 (jnp.int32(0), jnp.bool_(False), jnp.bool_(False)))
+        (_, seen, owned, (stage, won, died)), _ = jax.lax.scan(
+            step, start, (jnp.arange(length), moves))
+        return dict(seen=seen, owned=owned, stage=stage, won=won, died=died)
+
+    return jax.device_get(jax.jit(jax.vmap(one))(indices, jnp.asarray(actions)))
+
+
+def check_ends(games: list, found: dict) -> None:
+    """Raise RecordedGamesError where a re-simulated game did not end as its evaluation says
+    (won, died, or neither: cut by a time limit)."""
+    for index, game in enumerate(games):
+        end = ("won" if found["won"][index] else "died" if found["died"][index] else None)
+        said = game["end"]
+        if end != (said if said in ("won", "died") else None):
+            raise RecordedGamesError(f"board {game['board']} re-simulated ended "
+                                     f"{end or 'alive'}; the evaluation says {said!r}", 1)
+
+
+def format_table(rows: list, program: str) -> str:
+    ends = [end for end in ENDS if any(row["end"] == end for row in rows)]
+    owned_at = [NEVER] + sorted({row["owned"] for row in rows if row["owned"] != NEVER})
+    lines = [f"{len(rows)} games; {program.upper()} first owned on stage (rows) by how the game "
+             "ended (columns)",
+             "owned".ljust(8) + "".join(end.rjust(11) for end in ends) + "games".rjust(8)]
+    for stage in owned_at:
+        counts = [sum(row["owned"] == stage and row["end"] == end for row in rows)
+                  for end in ends]
+        lines.append(str(stage).ljust(8) + "".join(str(c).rjust(11) for c in counts)
+                     + str(sum(counts)).rjust(8))
+    never_seen = [row for row in rows if row["seen"] == NEVER and row["owned"] == NEVER]
+    passed = [row for row in rows if row["seen"] != NEVER and row["owned"] == NEVER]
+    lines.append(f"never on the board while unowned, never owned: {len(never_seen)} games "
+                 f"(ended on stages {sorted(row['stage'] for row in never_seen)})")
+    lines.append(f"seen on the board and never owned: {len(passed)} games "
+                 + ", ".join(f"board {row['board']} (seen on stage {row['seen']}, ended "
+                             f"{row['end']} on {row['stage']})" for row in passed))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    output_error = output_file_error(args.json, "--json", args.overwrite)
+    if output_error:
+        print(f"error: {output_error}", file=sys.stderr)
+        return 2
+    try:
+        recorded = load_row_games(args.evaluation, args.row)
+        if recorded["env"] != "hackmatrix":
+            raise RecordedGamesError(f"row {args.row!r} is of env {recorded['env']!r}: only "
+                                     "HackMatrix games have programs")
+        env, env_params = ppo.make_env(config_for_options(recorded["env_options"]))
+        found = timelines(env.env, env_params, recorded["seed"], recorded["boards"],
+                          recorded["games"], PROGRAM_NAMES.index(args.program))
+        check_ends(recorded["games"], found)
+    except RecordedGamesError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.code
+    rows = [{"board": game["board"], "end": game["end"],
+             "stage": int(found["stage"][index]),
+             "seen": int(found["seen"][index]) or NEVER,
+             "owned": int(found["owned"][index]) or NEVER}
+            for index, game in enumerate(recorded["games"])]
+    print(format_table(rows, args.program))
+    if args.json:
+        write_text(args.json, json.dumps({"evaluation": args.evaluation, "row": args.row,
+                                          "program": args.program, "games": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
