@@ -359,6 +359,31 @@ def hand_over(first, second, switch: Callable):
     return RecurrentPolicy(act_with_memory, first.initial_memory)
 
 
+def hold_plans(policy, plan_actions, hold_steps: int, legal: Callable):
+    """A ``RecurrentPolicy`` that plays ``policy``, except that once it chooses a plan action
+    (``plan_actions``: bool[A], one move of a multi-step plan; HackMatrix: the acquire macro)
+    that action is played again on the next ``hold_steps - 1`` steps while ``legal(obs)``
+    allows it, so a plan a search starts is carried to its end instead of being dropped for
+    a move the next search prefers. ``policy`` is still computed every step and its memory
+    kept (a recurrent network's hidden state follows the observations, whatever is played);
+    vmapped, the held step costs what a searched one does."""
+    from purejaxrl.evaluation import RecurrentPolicy, with_memory
+    inner = with_memory(policy)
+    plans = jnp.asarray(plan_actions, bool)
+
+    def act(key, obs, env_state, memory):
+        inner_memory, remaining, held = memory
+        action, inner_memory = inner.act(key, obs, env_state, inner_memory)
+        holding = (remaining > 0) & legal(obs)[held]
+        chosen = jnp.where(holding, held, action).astype(jnp.int32)
+        starts = ~holding & plans[chosen]
+        remaining = jnp.where(holding, remaining - 1,
+                              jnp.where(starts, hold_steps - 1, 0)).astype(jnp.int32)
+        return chosen, (inner_memory, remaining, chosen)
+
+    return RecurrentPolicy(act, (inner.initial_memory, jnp.int32(0), jnp.int32(0)))
+
+
 def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
     """The move from per-world search outputs (module docstring: votes, then mean Q)."""
     tree = output.search_tree

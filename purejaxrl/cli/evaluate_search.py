@@ -94,6 +94,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "the stage), on the same boards and keys, so up to stage K a game is "
                         "the search row's own (rows ...-untilK; needs --checkpoint and its "
                         "prior)")
+    search.add_argument("--search-hold-plans", type=int, default=1, metavar="S",
+                        help="once the search chooses one of the env's plan actions (HackMatrix: "
+                        "the acquire macro), play it again on the next S - 1 steps while it "
+                        "stays legal (rows ...-holdS; default 1: never held)")
     search.add_argument("--search-value-scale", type=finite_float, metavar="V",
                         help="weight of the completed Q-values (min-max normalised per node) "
                         "against the prior logits, in the tree's selection and its move "
@@ -183,6 +187,11 @@ def arguments_error(args) -> str | None:
                 "need --search-simulations")
     if args.search_boards_in_flight < 1:
         return f"--search-boards-in-flight must be >= 1, got {args.search_boards_in_flight}"
+    if args.search_hold_plans < 1:
+        return f"--search-hold-plans must be >= 1, got {args.search_hold_plans}"
+    if args.search_hold_plans > 1 and not args.search_simulations:
+        return ("--search-hold-plans holds the tree search's plan moves: it needs "
+                "--search-simulations")
     if args.record_actions and not (wants_search(args) and args.json):
         return ("--record-actions keeps the search rows' actions in the --json output: it "
                 "needs --search-simulations or --rollout-search, and --json")
@@ -319,6 +328,11 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
         # Every row, tree or rollouts, takes the same reward and threat tags and hand-over.
         name, policy = until_stage(args, env, network, params, name + reward_tag + threat_tag,
                                    policy)
+        if cost.get("hold_plans", 1) > 1:
+            from purejaxrl.search import hold_plans
+            name = f"{name}-hold{cost['hold_plans']}"
+            policy = hold_plans(policy, search_hooks.plan_actions(env.env), cost["hold_plans"],
+                                env.action_mask)
         rows[name] = play_row(args, env, env_params, policy, key, max_steps, name,
                               dict(cost, until_stage=args.search_until_stage,
                                    reward=critic and critic["search_reward"],
@@ -362,7 +376,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     value_scale=settings.value_scale, gumbel_scale=settings.gumbel_scale,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
-                    program_bonus=bonuses)
+                    program_bonus=bonuses, hold_plans=args.search_hold_plans)
                 add_row(name, make_search_policy(settings=settings, **hooks), cost)
     for rollouts in args.rollout_search or []:
         for hold in args.rollout_hold:

@@ -850,3 +850,31 @@ def test_recorded_actions_re_simulate_each_board_step_for_step():
         ended += games["end"][board] in ("won", "died")
         assert total == pytest.approx(games["return"][board], abs=1e-3)
     assert ended >= 1  # a game that ends inside the cap is re-simulated to its end
+
+
+def test_a_held_plan_is_played_again_while_legal_then_the_policy_plays():
+    """``hold_plans``: once the policy picks a plan action, that action is played on the next
+    S - 1 steps while it stays legal; the policy's own memory advances every step; a plan
+    action that turns illegal ends the hold at once."""
+    plan = 5
+    plans = np.zeros(6, bool)
+    plans[plan] = True
+
+    def act(key, obs, env_state, steps):  # the plan on its first step, then always action 1
+        return jnp.where(steps == 0, plan, 1).astype(jnp.int32), steps + 1
+
+    legal_until = {"t": 99}
+
+    def legal(obs):
+        return jnp.ones(6, bool).at[plan].set(obs < legal_until["t"])
+
+    for hold, until, want in ((1, 99, [5, 1, 1, 1, 1]), (3, 99, [5, 5, 5, 1, 1]),
+                              (3, 2, [5, 5, 1, 1, 1])):
+        legal_until["t"] = until
+        held = search.hold_plans(RecurrentPolicy(act, jnp.int32(0)), plans, hold, legal)
+        memory, played = held.initial_memory, []
+        for t in range(5):
+            action, memory = held.act(None, jnp.int32(t), None, memory)
+            played.append(int(action))
+        assert played == want, (hold, until)
+        assert int(memory[0]) == 5  # the policy's memory counted every step
