@@ -54,11 +54,14 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def timelines(env, env_params, seed: int, boards: int, games: list, program: int) -> dict:
+def timelines(env, env_params, seed: int, boards: int, games: list, program: int,
+              plan_actions) -> dict:
     """Per game (board order of ``games``): i32 first stage the program was seen unowned on
-    the board and first stage it was owned (0: never), and the stage, won and died flags of
-    the game's last step; all boards re-simulated together, each from its recorded actions
-    (``games``: ``recorded_games.load_row_games``'s)."""
+    the board and first stage it was owned (0: never), the steps it was on offer (seen unowned)
+    and how many of those played a plan action (``plan_actions``, bool[A]: HackMatrix's acquire
+    macro), and the stage, won and died flags of the game's last step; all boards
+    re-simulated together, each from its recorded actions (``games``:
+    ``recorded_games.load_row_games``'s)."""
     length = max(len(game["actions"]) for game in games)
     actions = np.full((len(games), length), -1, np.int32)
     for index, game in enumerate(games):
@@ -66,17 +69,21 @@ def timelines(env, env_params, seed: int, boards: int, games: list, program: int
     indices = jnp.asarray([game["board"] for game in games])
     # The keys play_boards played board b with (search.board_episode_keys, batched).
     board_keys, _, step_root = search.board_key_roots(jax.random.PRNGKey(seed), boards)
+    plans = jnp.asarray(plan_actions, bool)
 
     def one(board, moves):
         state = env.reset(board_keys[board], env_params)[1]
 
         def step(carry, inputs):
-            state, seen, owned, end = carry
+            state, seen, owned, offered, planned, end = carry
             t, action = inputs
             obs = env.observe(state)
             shown = (obs.grid[..., CH_BLOCK_PROGRAM_TYPE + program] > 0) & (
                 obs.grid[..., CH_BLOCK_SIPHONED] == 0)
             has = obs.programs[program] > 0
+            on_offer = (action >= 0) & jnp.any(shown) & ~has
+            offered = offered + on_offer
+            planned = planned + (on_offer & plans[jnp.maximum(action, 0)])
             seen = jnp.where((seen == 0) & jnp.any(shown) & ~has, state.stage, seen)
             owned = jnp.where((owned == 0) & has, state.stage, owned)
             key = jax.random.split(search.board_step_key(step_root, board, t))[0]
@@ -87,13 +94,14 @@ def timelines(env, env_params, seed: int, boards: int, games: list, program: int
                                (info["stage"], info["won"], info["died"]), end)
             state = jax.tree.map(lambda new, old: jnp.where(playing, new, old), next_state,
                                  state)
-            return (state, seen, owned, end), None
+            return (state, seen, owned, offered, planned, end), None
 
-        start = (state, jnp.int32(0), jnp.int32(0),
-                 (jnp.int32(0), jnp.bool_(False), jnp.bool_(False)))
-        (_, seen, owned, (stage, won, died)), _ = jax.lax.scan(
+        zero = jnp.int32(0)
+        start = (state, zero, zero, zero, zero, (zero, jnp.bool_(False), jnp.bool_(False)))
+        (_, seen, owned, offered, planned, (stage, won, died)), _ = jax.lax.scan(
             step, start, (jnp.arange(length), moves))
-        return dict(seen=seen, owned=owned, stage=stage, won=won, died=died)
+        return dict(seen=seen, owned=owned, offered=offered, planned=planned, stage=stage,
+                    won=won, died=died)
 
     return jax.device_get(jax.jit(jax.vmap(one))(indices, jnp.asarray(actions)))
 
@@ -124,9 +132,12 @@ def format_table(rows: list, program: str) -> str:
     passed = [row for row in rows if row["seen"] != NEVER and row["owned"] == NEVER]
     lines.append(f"never on the board while unowned, never owned: {len(never_seen)} games "
                  f"(ended on stages {sorted(row['stage'] for row in never_seen)})")
-    lines.append(f"seen on the board and never owned: {len(passed)} games "
+    lines.append(f"seen on the board and never owned: {len(passed)} games, on offer "
+                 f"{sum(row['offered'] for row in passed)} steps, a plan action played on "
+                 f"{sum(row['planned'] for row in passed)} of them: "
                  + ", ".join(f"board {row['board']} (seen on stage {row['seen']}, ended "
-                             f"{row['end']} on {row['stage']})" for row in passed))
+                             f"{row['end']} on {row['stage']}; {row['planned']} of "
+                             f"{row['offered']})" for row in passed))
     return "\n".join(lines)
 
 
@@ -143,7 +154,8 @@ def main(argv=None) -> int:
                                      "HackMatrix games have programs")
         env, env_params = ppo.make_env(config_for_options(recorded["env_options"]))
         found = timelines(env.env, env_params, recorded["seed"], recorded["boards"],
-                          recorded["games"], PROGRAM_NAMES.index(args.program))
+                          recorded["games"], PROGRAM_NAMES.index(args.program),
+                          env.search_hooks.plan_actions(env.env))
         check_ends(recorded["games"], found)
     except RecordedGamesError as error:
         print(f"error: {error}", file=sys.stderr)
@@ -151,7 +163,8 @@ def main(argv=None) -> int:
     rows = [{"board": game["board"], "end": game["end"],
              "stage": int(found["stage"][index]),
              "seen": int(found["seen"][index]) or NEVER,
-             "owned": int(found["owned"][index]) or NEVER}
+             "owned": int(found["owned"][index]) or NEVER,
+             "offered": int(found["offered"][index]), "planned": int(found["planned"][index])}
             for index, game in enumerate(recorded["games"])]
     print(format_table(rows, args.program))
     if args.json:

@@ -352,7 +352,8 @@ def test_program_timeline_reads_every_game_of_an_evaluation(evaluation_file, tmp
 def test_program_timeline_table_crosses_first_ownership_with_the_end():
     from scripts.program_timeline import format_table
     rows = [{"board": 0, "end": "won", "stage": 8, "seen": 1, "owned": 1},
-            {"board": 1, "end": "died", "stage": 5, "seen": 2, "owned": "never"},
+            {"board": 1, "end": "died", "stage": 5, "seen": 2, "owned": "never", "offered": 9,
+             "planned": 4},
             {"board": 2, "end": "died", "stage": 4, "seen": "never", "owned": "never"},
             {"board": 3, "end": "died", "stage": 7, "seen": 1, "owned": 1}]
     lines = format_table(rows, "reset").splitlines()
@@ -360,4 +361,6 @@ def test_program_timeline_table_crosses_first_ownership_with_the_end():
     assert lines[2].split() == ["never", "0", "2", "2"]
     assert lines[3].split() == ["1", "1", "1", "2"]
     assert "never owned: 1 games (ended on stages [4])" in lines[4]
-    assert lines[5].endswith("board 1 (seen on stage 2, ended died on 5)")
+    assert lines[5].startswith("seen on the board and never owned: 1 games, on offer 9 steps, "
+                               "a plan action played on 4 of them")
+    assert lines[5].endswith("board 1 (seen on stage 2, ended died on 5; 4 of 9)")
