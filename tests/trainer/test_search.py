@@ -817,22 +817,17 @@ def test_an_unknown_program_bonus_is_refused_before_any_play(capsys, monkeypatch
     assert err.startswith("error: --search-program-bonus: unknown programs resett")
 
 
-def test_recorded_actions_re_simulate_each_board_step_for_step():
+def test_recorded_actions_re_simulate_each_board_step_for_step(recorded_random_games):
     """``play_boards(record_actions=True)`` keeps each board's actions, and
     ``board_episode_keys`` gives the keys the board was played with: stepping HackMatrix from
     the board's reset key with those actions (the replay's own jitted step,
     ``viz.replay.jitted_env_step``) earns the same return and ends on the same step, also for
-    boards that a lane took over from another (2 lanes, 3 boards)."""
+    boards that a lane took over from another (2 lanes, 4 boards)."""
     from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
-    from purejaxrl import ppo
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.evaluation import random_policy
-    env, env_params = ppo.make_env(TrainConfig())
-    seed, boards, max_steps = 7, 3, 40
-    played = jax.device_get(jax.jit(lambda k: search.play_boards(
-        env, env_params, random_policy(env), k, boards, max_steps, 2,
-        record_actions=True))(jax.random.PRNGKey(seed)))
-    games = game_outcomes(played)
+    recorded = recorded_random_games
+    env, env_params, played, games = (recorded[name] for name in
+                                      ("env", "env_params", "played", "games"))
+    seed, boards = recorded["seed"], recorded["boards"]
     reset, step = jitted_reset(env.env), jitted_env_step(env.env)
     ended = 0
     for board in range(boards):

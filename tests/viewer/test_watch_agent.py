@@ -226,23 +226,15 @@ def test_only_is_refused_where_it_cannot_apply(tmp_path, capsys):
 
 
 @pytest.fixture(scope="module")
-def evaluation_file(tmp_path_factory):
+def evaluation_file(tmp_path_factory, recorded_random_games):
     """An evaluate.py --json file with one row whose games kept their actions: random play on
     4 HackMatrix boards through ``play_boards`` (the search rows' player, 2 lanes), as
     ``evaluate.py --record-actions`` writes it."""
-    import jax
-    from purejaxrl import ppo, search
-    from purejaxrl.config import TrainConfig
-    from purejaxrl.evaluation import game_outcomes, random_policy
     from purejaxrl.policy import env_options_of
-    config = TrainConfig(max_episode_steps=60)
-    env, env_params = ppo.make_env(config)
-    seed, boards = 11, 4
-    played = jax.jit(lambda k: search.play_boards(
-        env, env_params, random_policy(env), k, boards, 60, 2, record_actions=True))(
-        jax.random.PRNGKey(seed))
-    row = {"games": game_outcomes(played), "env_options": env_options_of(config),
-           "evaluation": {"env": "hackmatrix", "seed": seed, "episodes": boards}}
+    recorded = recorded_random_games
+    row = {"games": recorded["games"], "env_options": env_options_of(recorded["config"]),
+           "evaluation": {"env": "hackmatrix", "seed": recorded["seed"],
+                          "episodes": recorded["boards"]}}
     path = tmp_path_factory.mktemp("evaluation") / "eval.json"
     path.write_text(json.dumps({"search-1": row}))
     return path, row
