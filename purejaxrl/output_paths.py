@@ -95,6 +95,16 @@ def write_text(path: str, text: str) -> None:
         raise
 
 
+def refuse_output_file(path, flag: str, overwrite: bool = False) -> bool:
+    """For a script's ``main``: print ``output_file_error``'s message as the one ``error:``
+    line and return True where ``path`` cannot be written (the caller exits 2)."""
+    message = output_file_error(path, flag, overwrite)
+    if message:
+        import sys
+        print(f"error: {message}", file=sys.stderr)
+    return message is not None
+
+
 def output_file_error(path, flag: str, overwrite: bool = False):
     """``check_output_file``'s message for ``path`` (None: writable, or no path given), for a
     script that prints it as its one-line error."""

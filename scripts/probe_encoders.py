@@ -31,7 +31,7 @@ from envs.hackmatrix.core.constants import N_ACTIONS, N_DIRECTIONS
 from purejaxrl import ppo
 from purejaxrl.config import TrainConfig
 from purejaxrl.networks import greedy_masked, masked_log_probs
-from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
+from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, write_text
 
 
 def build_parser():
@@ -53,9 +53,7 @@ def build_parser():
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    output_error = output_file_error(args.json, "--json", args.overwrite)
-    if output_error:
-        print(f"error: {output_error}", file=sys.stderr)
+    if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     env, env_params = ppo.make_env(TrainConfig())
 

@@ -32,7 +32,7 @@ import numpy as np  # noqa: E402
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
 from purejaxrl import ppo, search  # noqa: E402
-from purejaxrl.output_paths import (add_overwrite_argument, output_file_error,  # noqa: E402
+from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
 from purejaxrl.policy import config_for_options  # noqa: E402
 from purejaxrl.recorded_games import RecordedGamesError, load_row_games  # noqa: E402
@@ -143,9 +143,7 @@ def format_table(rows: list, program: str) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    output_error = output_file_error(args.json, "--json", args.overwrite)
-    if output_error:
-        print(f"error: {output_error}", file=sys.stderr)
+    if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     try:
         recorded = load_row_games(args.evaluation, args.row)

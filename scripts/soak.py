@@ -16,7 +16,7 @@ choose_platforms()  # before anything imports JAX
 
 from envs.hackmatrix.core.constants import DIR_NAMES, PROGRAM_NAMES
 from envs.hackmatrix.soak import run_soak
-from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
+from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, write_text
 
 INVARIANTS = ("invalid_actions", "hp_out_of_range", "max_overflow", "non_finite",
               "obs_out_of_range", "data_invariant_violations", "off_board_entities")
@@ -33,9 +33,7 @@ def main(argv=None):
     args = parser.parse_args(argv)
     if args.num_envs < 1 or args.num_steps < 1:
         parser.error("--num-envs and --num-steps must be positive")
-    output_error = output_file_error(args.json, "--json", args.overwrite)
-    if output_error:
-        print(f"error: {output_error}", file=sys.stderr)
+    if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     print(describe_backend(), file=sys.stderr)
     start = time.perf_counter()

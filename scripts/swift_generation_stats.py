@@ -57,7 +57,7 @@ from envs.hackmatrix.swift_io.raw_observation import raw_observation
 from envs.hackmatrix.swift_io.scenario import set_state
 from envs.hackmatrix.swift_io.parity_statistics import (LEVEL, chi_square_categorical,
                                                         permutation_chi_square)
-from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
+from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, write_text
 
 MOVE_RIGHT = 3
 SPAWNS = "spawns"  # the sample set of in-game spawns (SPAWN_SCENARIOS)
@@ -367,9 +367,7 @@ def main(argv=None) -> int:
     add_overwrite_argument(parser)
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
-    output_error = output_file_error(args.json, "--json", args.overwrite)
-    if output_error:
-        print(f"error: {output_error}", file=sys.stderr)
+    if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS]
     if any(s not in valid for s in args.stages):

@@ -52,7 +52,7 @@ from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
 from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario
 from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square
-from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
+from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, write_text
 
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario", "crowd")
@@ -254,9 +254,7 @@ def main(argv=None) -> int:
                         help="write each divergence's mirror state and Swift reply here (pickle)")
     args = parser.parse_args(argv)
     check_binary(parser, args.binary)
-    output_error = output_file_error(args.json, "--json", args.overwrite)
-    if output_error:
-        print(f"error: {output_error}", file=sys.stderr)
+    if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     enable_server_compile_cache()
     if args.dump_dir:

@@ -67,3 +67,15 @@ def test_an_interrupted_write_keeps_the_old_file_and_cleans_up(tmp_path, monkeyp
         write_text(str(path), "new")
     assert path.read_text() == "old"
     assert os.listdir(tmp_path) == ["r.json"]
+
+
+def test_refuse_output_file_prints_one_error_line(tmp_path, capsys):
+    from purejaxrl.output_paths import refuse_output_file
+    existing = tmp_path / "r.json"
+    existing.write_text("")
+    assert refuse_output_file(None, "--json") is False
+    assert refuse_output_file(str(tmp_path / "new.json"), "--json") is False
+    assert capsys.readouterr().err == ""
+    assert refuse_output_file(str(existing), "--json") is True
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"error: --json {existing}: already exists")
