@@ -409,17 +409,21 @@ def board_step_key(root: jax.Array, board, t) -> jax.Array:
     return jax.random.fold_in(jax.random.fold_in(root, board), t)
 
 
+def board_env_step_key(step_root: jax.Array, board, t) -> jax.Array:
+    """The key ``step_env`` got at step t of board b in ``play_boards``: gymnax's ``step``
+    splits the step key and hands the first half to ``step_env`` (the second would reset)."""
+    return jax.random.split(board_step_key(step_root, board, t))[0]
+
+
 def board_episode_keys(seed: int, board: int, num_boards: int):
     """(reset key, ``step_keys(t) -> (policy key, env step key)``) of board ``board`` of an
     evaluation of ``num_boards`` boards from ``PRNGKey(seed)``: the keys its game was played
     with in ``play_boards``, so a recorded game (its actions) can be re-simulated step by
-    step. The env step key is the one gymnax's ``step`` hands to ``step_env`` (the first half
-    of its split; the second would reset)."""
+    step (the env step key: ``board_env_step_key``)."""
     board_keys, act_root, step_root = board_key_roots(jax.random.PRNGKey(seed), num_boards)
 
     def step_keys(t: int):
-        return (board_step_key(act_root, board, t),
-                jax.random.split(board_step_key(step_root, board, t))[0])
+        return board_step_key(act_root, board, t), board_env_step_key(step_root, board, t)
     return board_keys[board], step_keys
 
 

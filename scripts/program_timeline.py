@@ -86,9 +86,9 @@ def timelines(env, env_params, seed: int, boards: int, games: list, program: int
             planned = planned + (on_offer & plans[jnp.maximum(action, 0)])
             seen = jnp.where((seen == 0) & jnp.any(shown) & ~has, state.stage, seen)
             owned = jnp.where((owned == 0) & has, state.stage, owned)
-            key = jax.random.split(search.board_step_key(step_root, board, t))[0]
-            _, next_state, _, _, info = env.step_env(key, state, jnp.maximum(action, 0),
-                                                     env_params)
+            _, next_state, _, _, info = env.step_env(
+                search.board_env_step_key(step_root, board, t), state, jnp.maximum(action, 0),
+                env_params)
             playing = action >= 0
             end = jax.tree.map(lambda new, old: jnp.where(playing, new, old),
                                (info["stage"], info["won"], info["died"]), end)
