@@ -32,15 +32,20 @@ LEAVES = ("exit", "rollout", "zero", "value")
 VALUE_LEAF = "value"
 
 
+# Worlds a fair row searches per move unless --search-worlds says otherwise.
+DEFAULT_WORLDS = 4
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     search = parser.add_argument_group(
         "search rows (SPEC §4.5): Gumbel MuZero with the game as its model, on the same boards")
     search.add_argument("--search-simulations", type=int, nargs="+", metavar="N",
                         help="add a row search-N for each budget N (simulations per world and "
                         "move)")
-    search.add_argument("--search-worlds", type=int, default=4, metavar="K",
+    search.add_argument("--search-worlds", type=int, default=DEFAULT_WORLDS, metavar="K",
                         help="worlds re-drawn from what the player sees, searched per move "
-                        "(fair rows; default 4)")
+                        f"(fair rows; default {DEFAULT_WORLDS}; other counts tag the rows "
+                        "...-wK)")
     search.add_argument("--search-information", choices=("fair", "perfect", "both"),
                         default="fair", help="fair (default): hidden fields re-drawn; perfect: "
                         "the true state, an upper bound (rows search-N-perfect-info)")
@@ -267,14 +272,16 @@ def env_error(args, env) -> str | None:
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
              bonus: bool = False, mix: float = 0.0, mix_over: str = "actions",
              mix_where: str = "always", value_scale: float | None = None,
-             gumbel_scale: float | None = None) -> str:
+             gumbel_scale: float | None = None, worlds: int = DEFAULT_WORLDS) -> str:
     """The row's name; ``value_scale`` and ``gumbel_scale`` tag it where given (None: the
-    search's defaults)."""
+    search's defaults), and a fair row's ``worlds`` where it is not ``DEFAULT_WORLDS``."""
     mix_tag = ("gmix" if mix_over == "groups" else "mix") + f"{mix:g}" + (
         "" if mix_where == "always" else f"-{mix_where}")
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
             + (f"-{mix_tag}" if prior == "checkpoint" and mix else "")
-            + ("" if fair else "-perfect-info") + ("" if leaf == "exit" else f"-{leaf}")
+            + ("" if fair else "-perfect-info")
+            + ("" if not fair or worlds == DEFAULT_WORLDS else f"-w{worlds}")
+            + ("" if leaf == "exit" else f"-{leaf}")
             + ("-bonus" if bonus else "")
             + ("" if value_scale is None else f"-vs{value_scale:g}")
             + ("" if gumbel_scale is None else f"-g{gumbel_scale:g}"))
@@ -366,7 +373,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                                                             group_matrix, mix_where))
                 name = row_name(simulations, prior, fair, args.search_leaf, bool(bonuses),
                                 args.search_prior_mix, args.search_prior_mix_over,
-                                args.search_prior_mix_where, **scales)
+                                args.search_prior_mix_where, **scales, worlds=worlds)
                 cost = dict(
                     simulations=simulations, worlds=worlds, information=information,
                     prior=prior, leaf=args.search_leaf, gamma=gamma,

@@ -873,3 +873,13 @@ def test_a_held_plan_is_played_again_while_legal_then_the_policy_plays():
             played.append(int(action))
         assert played == want, (hold, until)
         assert int(memory[0]) == 5  # the policy's memory counted every step
+
+
+def test_a_fair_rows_name_carries_a_world_count_other_than_the_default():
+    """Two world counts in one table are two rows: ``-wK`` where K is not the default; a
+    perfect-information row searches the one true world and carries none."""
+    from purejaxrl.cli.evaluate_search import DEFAULT_WORLDS, row_name
+    assert row_name(16, "checkpoint", True, "value") == "search-16-ppo-value"
+    assert row_name(16, "checkpoint", True, "value", worlds=DEFAULT_WORLDS) == "search-16-ppo-value"
+    assert row_name(16, "checkpoint", True, "value", worlds=8) == "search-16-ppo-w8-value"
+    assert row_name(16, "uniform", False, worlds=1) == "search-16-perfect-info"
