@@ -8,6 +8,7 @@ make. No JAX import here: the checks run first."""
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 
 from purejaxrl.config import ConfigError
@@ -49,10 +50,10 @@ def check_output_file(path: str, flag: str, overwrite: bool = False) -> None:
     if not os.path.isdir(directory):
         raise OutputPathError(f"{what}: directory {os.path.dirname(path) or '.'} does not "
                               "exist")
-    if os.path.exists(path) and not overwrite:
-        raise OutputPathError(f"{what}: already exists; pass {OVERWRITE_FLAG} to replace it, "
-                              "or choose a new path")
     if os.path.exists(path):
+        if not overwrite:
+            raise OutputPathError(f"{what}: already exists; pass {OVERWRITE_FLAG} to replace "
+                                  "it, or choose a new path")
         try:
             with open(path, "ab"):  # appends nothing: the file stays as it is
                 pass
@@ -100,7 +101,6 @@ def refuse_output_file(path, flag: str, overwrite: bool = False) -> bool:
     line and return True where ``path`` cannot be written (the caller exits 2)."""
     message = output_file_error(path, flag, overwrite)
     if message:
-        import sys
         print(f"error: {message}", file=sys.stderr)
     return message is not None
 

@@ -39,8 +39,8 @@ def load_row_games(path: str, row: str, *, ended: str | None = None, count: int 
         raise RecordedGamesError(f"row {row!r} of {path} kept no actions: evaluate it with "
                                  "--record-actions (and --json)")
     boards = list(range(len(games["actions"])))
+    matching = None if ended is None else [b for b in boards if games["end"][b] == ended]
     if ended is not None:
-        matching = [b for b in boards if games["end"][b] == ended]
         if not matching:
             raise RecordedGamesError(f"no game of row {row!r} ended {ended!r}", 1)
         boards = matching[:count or 1]
@@ -50,5 +50,4 @@ def load_row_games(path: str, row: str, *, ended: str | None = None, count: int 
             "seed": made["seed"], "boards": len(games["actions"]),
             "games": [{"board": b, "actions": games["actions"][b],
                        "length": games["length"][b], "end": games["end"][b]} for b in boards],
-            "matching": None if ended is None else [b for b in range(len(games["end"]))
-                                                    if games["end"][b] == ended]}
+            "matching": matching}

@@ -172,15 +172,13 @@ def check_arguments(args) -> None:
 # What only HackMatrix's viewers draw: watching another env's agent with them is refused.
 HACKMATRIX_ONLY = ("html", "mp4", "record", "replay", "evaluation", "reveal", "legend", "only")
 
-# --only's choices -> the outcome names of replay.run_episode (and SCREEN_OUTCOMES).
-ONLY_OUTCOMES = {"won": "won", "died": "died", "truncated": "truncated",
-                 "invalid": "invalid action"}
-
-
 # How an evaluation says a game ended (``evaluation.END_CAUSES``) -> ``replay.run_episode``'s
 # outcome for the same game ("max steps": the evaluation's step cap came first).
 EVALUATION_ENDS = {"won": "won", "died": "died", "truncated": "truncated",
                    "invalid": "invalid action", "unfinished": "max steps"}
+# --only's choices (the same names) -> the outcome names of replay.run_episode (and
+# SCREEN_OUTCOMES): every way a game can end.
+ONLY_OUTCOMES = {end: outcome for end, outcome in EVALUATION_ENDS.items() if end != "unfinished"}
 
 
 def evaluation_games(args) -> dict:
@@ -458,7 +456,7 @@ def run(args) -> int:
     if args.record:
         write_text(args.record, record_text(
             env_options=options, seed=seed, keys=record_in and record_in["keys"],
-            policy=(record_in or {}).get("policy") if record_in else (
+            policy=record_in.get("policy") if record_in else (
                 "greedy" if args.greedy else "sampled"),
             episodes=[r["record"] for r in results]))
         print(f"wrote record {args.record}")
