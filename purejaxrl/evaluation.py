@@ -155,13 +155,46 @@ class EpisodeTally:
         return new
 
 
+def _episode_step_keys(loop_key: jax.Array, num_envs: int):
+    """One step of ``play_episodes``' key chain: (the next step's loop key, the policy key of
+    each env, the step key each env's ``env.step`` gets)."""
+    loop_key, act_key, step_key = jax.random.split(loop_key, 3)
+    return (loop_key, jax.random.split(act_key, num_envs),
+            jax.random.split(step_key, num_envs))
+
+
+def episode_keys(key: jax.Array, num_envs: int, envs: jax.Array, steps: int):
+    """The keys ``play_episodes(..., key, num_envs, ...)`` played the envs ``envs`` (i32[G])
+    with, so a recorded game can be re-simulated: reset keys [G] and, for steps 0..``steps``-1,
+    the policy keys [G, steps] and the keys ``step_env`` got [G, steps]
+    (``env_step_key``). Jittable."""
+    reset_key, loop_key = jax.random.split(key)
+
+    def step(loop_key, _):
+        loop_key, act_keys, step_keys = _episode_step_keys(loop_key, num_envs)
+        return loop_key, (act_keys[envs], jax.vmap(env_step_key)(step_keys[envs]))
+
+    _, (act_keys, env_keys) = lax.scan(step, loop_key, None, length=steps)
+    return (jax.random.split(reset_key, num_envs)[envs], jnp.swapaxes(act_keys, 0, 1),
+            jnp.swapaxes(env_keys, 0, 1))
+
+
+def env_step_key(key: jax.Array) -> jax.Array:
+    """The key ``step_env`` gets from a step key: gymnax's ``step`` splits it and hands the
+    first half to ``step_env`` (the second would reset)."""
+    return jax.random.split(key)[0]
+
+
 def play_episodes(env: TrainerEnv, env_params, policy: Policy | RecurrentPolicy, key: jax.Array,
-                  num_envs: int, max_steps: int) -> dict:
+                  num_envs: int, max_steps: int, record_actions: bool = False) -> dict:
     """Per-env results of one episode each: return, length, truncated, finished (False if
     ``max_steps`` ran out first), actions the mask forbade (must be 0), and the
     ``EpisodeTally``'s fields (the env's metrics, the stage and what was spent in each, the
     resources at the end). Jittable. A ``RecurrentPolicy``'s memory starts as its
-    ``initial_memory`` in every env and goes back to it where an episode ends."""
+    ``initial_memory`` in every env and goes back to it where an episode ends.
+    ``record_actions``: the results also hold ``actions`` i32[num_envs, max_steps], each env's
+    actions in order (-1 after its episode's end), to re-simulate a game on the keys it was
+    played with (``episode_keys``)."""
     policy = with_memory(policy)
     initial_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (num_envs,) + jnp.shape(x)),
                                   policy.initial_memory)
@@ -175,18 +208,19 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy | RecurrentPolicy,
     init = dict(t=jnp.int32(0), key=loop_key, obs=obs, env_state=env_state,
                 memory=initial_memory, finished=zeros_b, episode_return=zeros_f, length=zeros_i,
                 truncated=zeros_b, masked=zeros_i, **tally.fresh(num_envs))
+    if record_actions:
+        init["actions"] = jnp.full((num_envs, max_steps), -1, jnp.int32)
 
     def running(carry):
         return (carry["t"] < max_steps) & ~jnp.all(carry["finished"])
 
     def step(carry):
-        key, act_key, step_key = jax.random.split(carry["key"], 3)
-        actions, memory = jax.vmap(policy.act)(jax.random.split(act_key, num_envs),
-                                               carry["obs"], carry["env_state"],
+        key, act_keys, step_keys = _episode_step_keys(carry["key"], num_envs)
+        actions, memory = jax.vmap(policy.act)(act_keys, carry["obs"], carry["env_state"],
                                                carry["memory"])
         obs, env_state, reward, terminated, truncated, info = jax.vmap(
-            env.step, in_axes=(0, 0, 0, None))(jax.random.split(step_key, num_envs),
-                                              carry["env_state"], actions, env_params)
+            env.step, in_axes=(0, 0, 0, None))(step_keys, carry["env_state"], actions,
+                                              env_params)
         playing = ~carry["finished"]
         done = (terminated | truncated) & playing
         record = lambda old, new: jnp.where(playing, new, old)  # noqa: E731
@@ -205,6 +239,9 @@ def play_episodes(env: TrainerEnv, env_params, policy: Policy | RecurrentPolicy,
             masked=carry["masked"] + (playing & ~legal).astype(jnp.int32))
         new.update(tally.update(carry, carry["obs"], carry["env_state"], actions, info,
                                 playing, done))
+        if record_actions:
+            new["actions"] = carry["actions"].at[:, carry["t"]].set(
+                jnp.where(playing, actions.astype(jnp.int32), -1))
         return new
 
     final = lax.while_loop(running, step, init)
@@ -264,7 +301,7 @@ def game_outcomes(results: dict) -> dict:
              "return": np.round(np.asarray(results["episode_return"], float), 4).tolist()}
     if "stage" in results:
         games["stage"] = np.asarray(results["stage"]).tolist()
-    if "actions" in results:  # recorded (``play_boards``' ``record_actions``): a replay's input
+    if "actions" in results:  # recorded (``record_actions``): a replay's input
         games["actions"] = [row[:length].tolist() for row, length
                              in zip(np.asarray(results["actions"]), games["length"])]
     return games
@@ -340,11 +377,11 @@ def _column(name: str) -> int:
 
 
 def make_policy_comparison(env, env_params, policies: list[Policy | RecurrentPolicy],
-                           num_envs: int, max_steps: int):
+                           num_envs: int, max_steps: int, record_actions: bool = False):
     """Jitted ``play(policy_index, key)``: the policies share one compiled env loop (the index
     is an unbatched operand, so ``lax.switch`` runs only the chosen policy). The loop carries
     every policy's memory (``lax.switch``'s branches must return the same structure); the
-    chosen one updates its own."""
+    chosen one updates its own. ``record_actions``: ``play_episodes``'."""
     with_memories = [with_memory(policy) for policy in policies]
 
     def branch(index):
@@ -358,7 +395,8 @@ def make_policy_comparison(env, env_params, policies: list[Policy | RecurrentPol
             return lax.switch(policy_index, [branch(i) for i in range(len(policies))], key,
                               obs, env_state, memories)
         chosen = RecurrentPolicy(act, tuple(p.initial_memory for p in with_memories))
-        return play_episodes(env, env_params, chosen, key, num_envs, max_steps)
+        return play_episodes(env, env_params, chosen, key, num_envs, max_steps,
+                             record_actions)
     return jax.jit(play)
 
 

@@ -1,11 +1,18 @@
-"""Games an evaluation recorded (``evaluate.py --json --record-actions``, a search row's): one
-row's games read back to be re-simulated on the evaluation's own keys
-(``search.board_episode_keys``), by ``watch_agent.py --evaluation`` (drawn) and
-``program_timeline.py`` (read). No JAX here: a file is checked before anything compiles."""
+"""Games an evaluation recorded (``evaluate.py --json --record-actions``): one row's games read
+back to be re-simulated on the keys the evaluation played them with (``game_keys``), by
+``watch_agent.py --evaluation`` (drawn) and ``program_timeline.py`` (read). JAX is imported
+only to make the keys: a file is checked before anything compiles."""
 
 from __future__ import annotations
 
 import json
+
+# The loop that played a row, which decides its games' keys: a search row's boards
+# (``search.play_boards``: keys folded from the board and the step), or every other row's
+# episodes (``evaluation.play_episodes``: one key chain split over all the envs at each step).
+BOARDS = "boards"
+EPISODES = "episodes"
+LOOPS = (BOARDS, EPISODES)
 
 
 class RecordedGamesError(Exception):
@@ -21,8 +28,10 @@ def load_row_games(path: str, row: str, *, ended: str | None = None, count: int 
                    first: int | None = None) -> dict:
     """Row ``row`` of the evaluation file ``path`` as games to re-simulate: its env, its
     ``env_options``, the evaluation's ``seed``, ``boards`` (how many it played: the keys
-    depend on it) and ``games``, per game the ``board``, its ``actions``, ``length`` and
-    ``end`` (``evaluation.END_CAUSES``) as the evaluation says. ``ended``: only the games that
+    depend on it), the ``loop`` that played them (``LOOPS``; a row that does not say is a
+    search row's, the only rows recorded before network rows were) and ``games``, per game
+    the ``board``, its ``actions``, ``length`` and ``end`` (``evaluation.END_CAUSES``) as the
+    evaluation says. ``ended``: only the games that
     ended so, the first ``count`` of them (default 1); else the first ``first`` boards (default
     all)."""
     try:
@@ -38,6 +47,10 @@ def load_row_games(path: str, row: str, *, ended: str | None = None, count: int 
     if "actions" not in games or made is None or "env_options" not in summary:
         raise RecordedGamesError(f"row {row!r} of {path} kept no actions: evaluate it with "
                                  "--record-actions (and --json)")
+    loop = summary.get("loop", BOARDS)
+    if loop not in LOOPS:
+        raise RecordedGamesError(f"row {row!r} of {path} was played by an unknown loop "
+                                 f"{loop!r} (known: {', '.join(LOOPS)})")
     boards = list(range(len(games["actions"])))
     matching = None if ended is None else [b for b in boards if games["end"][b] == ended]
     if ended is not None:
@@ -47,7 +60,28 @@ def load_row_games(path: str, row: str, *, ended: str | None = None, count: int 
     elif first is not None:
         boards = boards[:first]
     return {"env": made.get("env"), "env_options": summary["env_options"],
-            "seed": made["seed"], "boards": len(games["actions"]),
+            "seed": made["seed"], "boards": len(games["actions"]), "loop": loop,
             "games": [{"board": b, "actions": games["actions"][b],
                        "length": games["length"][b], "end": games["end"][b]} for b in boards],
             "matching": matching}
+
+
+def game_keys(loop: str, seed: int, num_boards: int, boards, steps: int):
+    """The keys the evaluation of ``num_boards`` boards from ``PRNGKey(seed)`` played
+    ``boards`` (ints) with, by its ``loop`` (``LOOPS``): reset keys [G], and for steps
+    0..``steps``-1 the policy keys [G, steps] and the keys ``step_env`` got [G, steps]."""
+    import jax
+    import jax.numpy as jnp
+    from purejaxrl import evaluation, search
+    key, boards = jax.random.PRNGKey(seed), jnp.asarray(boards, jnp.int32)
+    if loop == EPISODES:
+        return jax.jit(evaluation.episode_keys, static_argnums=(1, 3))(key, num_boards,
+                                                                       boards, steps)
+    if loop != BOARDS:
+        raise ValueError(f"unknown loop {loop!r}")
+    board_keys, act_root, step_root = search.board_key_roots(key, num_boards)
+    t = jnp.arange(steps)
+    per_step = jax.vmap(jax.vmap(search.board_step_key, (None, None, 0)), (None, 0, None))
+    env_keys = jax.vmap(jax.vmap(search.board_env_step_key, (None, None, 0)),
+                        (None, 0, None))(step_root, boards, t)
+    return board_keys[boards], per_step(act_root, boards, t), env_keys

@@ -410,21 +410,10 @@ def board_step_key(root: jax.Array, board, t) -> jax.Array:
 
 
 def board_env_step_key(step_root: jax.Array, board, t) -> jax.Array:
-    """The key ``step_env`` got at step t of board b in ``play_boards``: gymnax's ``step``
-    splits the step key and hands the first half to ``step_env`` (the second would reset)."""
-    return jax.random.split(board_step_key(step_root, board, t))[0]
-
-
-def board_episode_keys(seed: int, board: int, num_boards: int):
-    """(reset key, ``step_keys(t) -> (policy key, env step key)``) of board ``board`` of an
-    evaluation of ``num_boards`` boards from ``PRNGKey(seed)``: the keys its game was played
-    with in ``play_boards``, so a recorded game (its actions) can be re-simulated step by
-    step (the env step key: ``board_env_step_key``)."""
-    board_keys, act_root, step_root = board_key_roots(jax.random.PRNGKey(seed), num_boards)
-
-    def step_keys(t: int):
-        return board_step_key(act_root, board, t), board_env_step_key(step_root, board, t)
-    return board_keys[board], step_keys
+    """The key ``step_env`` got at step t of board b in ``play_boards``
+    (``evaluation.env_step_key`` of the step key)."""
+    from purejaxrl.evaluation import env_step_key
+    return env_step_key(board_step_key(step_root, board, t))
 
 
 def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards: int,
@@ -446,7 +435,7 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
     unordered) after each step in which a board ended, with the boards finished and won so far:
     a long search can report as it goes. ``record_actions``: the results also hold
     ``actions`` i32[num_boards, max_steps], each board's actions in order (-1 after its end),
-    so that a game can be re-simulated (``board_episode_keys``) and watched. Jittable."""
+    so that a game can be re-simulated (``recorded_games.game_keys``) and watched. Jittable."""
     from purejaxrl.evaluation import EpisodeTally, with_memory
     policy = with_memory(policy)
     final_state_values = dict(final_state_values or {})

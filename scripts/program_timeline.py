@@ -1,10 +1,10 @@
 #!/usr/bin/env python
 """When did a game see a program, when did it own it, and how did it end? Re-simulates every
-game of one row of an ``evaluate.py --json --record-actions`` file (a search row's) on the
-evaluation's own keys, and reads from each state what the player saw: the first stage on
-which a block showing the program stood unsiphoned on the board while the player did not own
-it, and the first stage on which the player owned it. Every game must end as, and when, the
-evaluation says (else one error line, exit 1).
+game of one row of an ``evaluate.py --json --record-actions`` file (any row's: a network's, a
+baseline's, a search's) on the evaluation's own keys, and reads from each state what the
+player saw: the first stage on which a block showing the program stood unsiphoned on the
+board while the player did not own it, and the first stage on which the player owned it.
+Every game must end as, and when, the evaluation says (else one error line, exit 1).
 
     python scripts/program_timeline.py searched.json --row search-16-ppo-value --program reset
 
@@ -31,11 +31,12 @@ import numpy as np  # noqa: E402
 
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
-from purejaxrl import ppo, search  # noqa: E402
+from purejaxrl import ppo  # noqa: E402
 from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
 from purejaxrl.policy import config_for_options  # noqa: E402
-from purejaxrl.recorded_games import RecordedGamesError, load_row_games  # noqa: E402
+from purejaxrl.recorded_games import (RecordedGamesError, game_keys,  # noqa: E402
+                                      load_row_games)
 
 NEVER = "never"
 # How games end (``evaluation.END_CAUSES``), in the table's column order.
@@ -54,29 +55,28 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def timelines(env, env_params, seed: int, boards: int, games: list, program: int,
-              plan_actions) -> dict:
+def timelines(env, env_params, recorded: dict, program: int, plan_actions) -> dict:
     """Per game (board order of ``games``): i32 first stage the program was seen unowned on
     the board and first stage it was owned (0: never), the steps it was on offer (seen unowned)
     and how many of those played a plan action (``plan_actions``, bool[A]: HackMatrix's acquire
     macro), and the stage, won and died flags of the game's last step; all boards
-    re-simulated together, each from its recorded actions (``games``:
-    ``recorded_games.load_row_games``'s)."""
+    re-simulated together, each from its recorded actions on its own keys (``recorded``:
+    ``recorded_games.load_row_games``')."""
+    games = recorded["games"]
     length = max(len(game["actions"]) for game in games)
     actions = np.full((len(games), length), -1, np.int32)
     for index, game in enumerate(games):
         actions[index, :len(game["actions"])] = game["actions"]
-    indices = jnp.asarray([game["board"] for game in games])
-    # The keys play_boards played board b with (search.board_episode_keys, batched).
-    board_keys, _, step_root = search.board_key_roots(jax.random.PRNGKey(seed), boards)
+    reset_keys, _, env_keys = game_keys(recorded["loop"], recorded["seed"], recorded["boards"],
+                                        [game["board"] for game in games], length)
     plans = jnp.asarray(plan_actions, bool)
 
-    def one(board, moves):
-        state = env.reset(board_keys[board], env_params)[1]
+    def one(reset_key, step_keys, moves):
+        state = env.reset(reset_key, env_params)[1]
 
         def step(carry, inputs):
             state, seen, owned, offered, planned, end = carry
-            t, action = inputs
+            step_key, action = inputs
             obs = env.observe(state)
             shown = (obs.grid[..., CH_BLOCK_PROGRAM_TYPE + program] > 0) & (
                 obs.grid[..., CH_BLOCK_SIPHONED] == 0)
@@ -86,9 +86,8 @@ def timelines(env, env_params, seed: int, boards: int, games: list, program: int
             planned = planned + (on_offer & plans[jnp.maximum(action, 0)])
             seen = jnp.where((seen == 0) & jnp.any(shown) & ~has, state.stage, seen)
             owned = jnp.where((owned == 0) & has, state.stage, owned)
-            _, next_state, _, _, info = env.step_env(
-                search.board_env_step_key(step_root, board, t), state, jnp.maximum(action, 0),
-                env_params)
+            _, next_state, _, _, info = env.step_env(step_key, state, jnp.maximum(action, 0),
+                                                     env_params)
             playing = action >= 0
             end = jax.tree.map(lambda new, old: jnp.where(playing, new, old),
                                (info["stage"], info["won"], info["died"]), end)
@@ -99,11 +98,11 @@ def timelines(env, env_params, seed: int, boards: int, games: list, program: int
         zero = jnp.int32(0)
         start = (state, zero, zero, zero, zero, (zero, jnp.bool_(False), jnp.bool_(False)))
         (_, seen, owned, offered, planned, (stage, won, died)), _ = jax.lax.scan(
-            step, start, (jnp.arange(length), moves))
+            step, start, (step_keys, moves))
         return dict(seen=seen, owned=owned, offered=offered, planned=planned, stage=stage,
                     won=won, died=died)
 
-    return jax.device_get(jax.jit(jax.vmap(one))(indices, jnp.asarray(actions)))
+    return jax.device_get(jax.jit(jax.vmap(one))(reset_keys, env_keys, jnp.asarray(actions)))
 
 
 def check_ends(games: list, found: dict) -> None:
@@ -151,8 +150,7 @@ def main(argv=None) -> int:
             raise RecordedGamesError(f"row {args.row!r} is of env {recorded['env']!r}: only "
                                      "HackMatrix games have programs")
         env, env_params = ppo.make_env(config_for_options(recorded["env_options"]))
-        found = timelines(env.env, env_params, recorded["seed"], recorded["boards"],
-                          recorded["games"], PROGRAM_NAMES.index(args.program),
+        found = timelines(env.env, env_params, recorded, PROGRAM_NAMES.index(args.program),
                           env.search_hooks.plan_actions(env.env))
         check_ends(recorded["games"], found)
     except RecordedGamesError as error:

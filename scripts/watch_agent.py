@@ -10,7 +10,7 @@ observations (MinAtar: a colour per channel) and the same summary of return and 
     python scripts/watch_agent.py --replay run.json [ckpt.msgpack]   # re-simulate and verify
     python scripts/watch_agent.py RUN --episodes 2048 --only won --gif won.gif --html won.html
     python scripts/watch_agent.py --evaluation eval.json --row search-64-ppo-value --only won \
-        --gif won.gif --html won.html --record won.json   # a searched game (--record-actions)
+        --gif won.gif --html won.html --record won.json   # an evaluated game (--record-actions)
 
 The network is rebuilt from the checkpoint's saved config (no shape guessing) and plays in the
 JAX environment with the saved environment options (reward shaping, UNDO-exploit fix, episode
@@ -24,7 +24,7 @@ keys derived from it, so (seed, episode, actions) determine an episode: --record
 fails unless every state and reward is reproduced. ``--only OUTCOME`` first plays the
 --episodes batched without frames (the same keys) and then shows the first ``--shown`` of them
 that ended so: the way to find and watch a won game. ``--evaluation JSON --row ROW`` watches
-games an ``evaluate.py --json`` run played (a search row's, with ``--record-actions``): each is
+games an ``evaluate.py --json --record-actions`` run played (any row's): each is
 re-simulated from its actions on the evaluation's own keys and must end as, and when, the
 evaluation says; ``--record`` keeps them as a record whose ``keys`` name that scheme, so
 ``--replay`` reproduces them without the evaluation. No display is needed (works over SSH).
@@ -56,7 +56,8 @@ from envs.hackmatrix.viz.replay import (SCREEN_OUTCOMES, ReplayError, Simulator,
                                         verify_replay)
 from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR
-from purejaxrl.recorded_games import RecordedGamesError, load_row_games
+from purejaxrl.recorded_games import (BOARDS, LOOPS, RecordedGamesError, game_keys,
+                                      load_row_games)
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument, check_output_file,
                                     write_text)
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
@@ -109,7 +110,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="re-simulate a --record file and verify it (checkpoint optional)")
     parser.add_argument("--evaluation", metavar="JSON",
                         help="watch games of an evaluate.py --json file played with "
-                             "--record-actions (a search row's): re-simulated on the "
+                             "--record-actions (any row's): re-simulated on the "
                              "evaluation's own keys and checked against how it says they ended "
                              "(checkpoint optional: its policy is shown beside the moves)")
     parser.add_argument("--row", help="with --evaluation: the row whose games to watch")
@@ -198,19 +199,25 @@ def evaluation_games(args) -> dict:
         print(f"{args.only}: board(s) {', '.join(map(str, row['matching']))} of "
               f"{row['boards']}")
     return {"env_options": row["env_options"], "seed": row["seed"],
-            "keys": {"scheme": "evaluation", "boards": row["boards"]}, "policy": args.row,
+            "keys": {"scheme": "evaluation", "boards": row["boards"], "loop": row["loop"]},
+            "policy": args.row,
             "episodes": [{"episode": game["board"], "actions": game["actions"],
                           "length": game["length"], "outcome": EVALUATION_ENDS[game["end"]]}
                          for game in row["games"]]}
 
 
-def episode_keys_of(record: dict | None, seed: int, episode: int):
-    """The keys episode ``episode`` was played with: an evaluation's board (its keys scheme),
-    else watch_agent's own (None: ``run_episode``'s default)."""
+def episode_keys_of(record: dict | None, seed: int, episode: int, steps: int):
+    """The keys episode ``episode`` (``steps`` long) was played with: an evaluation's board
+    (its keys scheme, and the loop that played it: a record that does not say is a search
+    row's), else watch_agent's own (None: ``run_episode``'s default)."""
     keys = (record or {}).get("keys", {})
     if keys.get("scheme") == "evaluation":
-        from purejaxrl.search import board_episode_keys
-        return board_episode_keys(seed, episode, keys["boards"])
+        loop = keys.get("loop", BOARDS)
+        if loop not in LOOPS:
+            raise ReplayError(f"unknown evaluation loop {loop!r} in the record")
+        reset_keys, act_keys, env_keys = game_keys(loop, seed, keys["boards"], [episode],
+                                                   steps)
+        return reset_keys[0], lambda t: (act_keys[0, t], env_keys[0, t])
     if keys.get("scheme", "watch") != "watch":
         raise ReplayError(f"unknown keys scheme {keys['scheme']!r} in the record")
     return None
@@ -436,7 +443,8 @@ def run(args) -> int:
         result = run_episode(simulator, seed=seed, episode=episode,
                              max_steps=int(env_params.max_steps_in_episode),
                              forced_actions=forced, reveal=args.reveal, top_k=args.top_k,
-                             on_frame=live, keys=episode_keys_of(record_in, seed, episode))
+                             on_frame=live,
+                             keys=episode_keys_of(record_in, seed, episode, len(forced or ())))
         results.append(result)
     if screened:
         check_screened(screened, results)

@@ -28,4 +28,23 @@ def recorded_random_games():
         env, env_params, random_policy(env), k, boards, 60, 2, record_actions=True))(
         jax.random.PRNGKey(seed)))
     return dict(config=config, env=env, env_params=env_params, seed=seed, boards=boards,
-                played=played, games=game_outcomes(played))
+                loop="boards", played=played, games=game_outcomes(played))
+
+
+@pytest.fixture(scope="session")
+def recorded_random_episodes():
+    """Random play on 4 HackMatrix boards through ``evaluation.play_episodes`` (every
+    non-search row's loop) with ``record_actions``: the same fields as
+    ``recorded_random_games``."""
+    import jax
+    from purejaxrl import ppo
+    from purejaxrl.config import TrainConfig
+    from purejaxrl.evaluation import game_outcomes, play_episodes, random_policy
+    config = TrainConfig(max_episode_steps=60)
+    env, env_params = ppo.make_env(config)
+    seed, boards = 12, 4
+    played = jax.device_get(jax.jit(lambda k: play_episodes(
+        env, env_params, random_policy(env), k, boards, 60, record_actions=True))(
+        jax.random.PRNGKey(seed)))
+    return dict(config=config, env=env, env_params=env_params, seed=seed, boards=boards,
+                loop="episodes", played=played, games=game_outcomes(played))

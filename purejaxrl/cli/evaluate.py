@@ -33,6 +33,7 @@ from purejaxrl.config import TrainConfig  # noqa: E402
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
                                      check_output_file, write_text)  # noqa: E402
 from purejaxrl.provenance import git_commit  # noqa: E402
+from purejaxrl.recorded_games import EPISODES  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
 NO_POLICIES = "none"  # --policies none: only the search rows
@@ -80,6 +81,10 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the env's time limit: episodes are truncated after this many "
                              "steps (default: the checkpoint's, else the env's own)")
     parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    parser.add_argument("--record-actions", action="store_true",
+                        help="keep every game's actions in the --json output (each row's "
+                        "games), so that any game of any row can be re-simulated and "
+                        "watched: scripts/watch_agent.py --evaluation JSON --row ROW")
     add_overwrite_argument(parser)
     evaluate_search.add_arguments(parser)
     return parser
@@ -127,6 +132,10 @@ def main(argv=None) -> int:
         return 2
     if requested and any(p.startswith("checkpoint") for p in requested) and not args.checkpoint:
         print("error: checkpoint policies need --checkpoint", file=sys.stderr)
+        return 2
+    if args.record_actions and not args.json:
+        print("error: --record-actions keeps the games' actions in the --json output: it "
+              "needs --json", file=sys.stderr)
         return 2
     try:
         if args.json:
@@ -216,12 +225,14 @@ def main(argv=None) -> int:
         if not names:
             continue
         play = make_policy_comparison(group_env, group_params, [policies[n] for n in names],
-                                      args.episodes, int(group_params.max_steps_in_episode))
+                                      args.episodes, int(group_params.max_steps_in_episode),
+                                      args.record_actions)
         for index, name in enumerate(names):
             episodes = play(index, key)
             results[name] = summarize_episodes(episodes, group_env)
             results[name]["stages"] = stage_report(episodes, group_env.num_stages)
             results[name]["games"] = game_outcomes(episodes)
+            results[name]["loop"] = EPISODES  # its games' keys (recorded_games.game_keys)
             if group_env.search_hooks is not None:  # beside the search rows' stage table
                 results[name]["stage_reached"] = stage_reached_shares(episodes,
                                                                       group_env.num_stages)

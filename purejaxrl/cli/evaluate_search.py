@@ -117,10 +117,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
-    search.add_argument("--record-actions", action="store_true",
-                        help="keep every searched game's actions in the --json output (its "
-                        "games' actions), so that any game can be re-simulated and watched: "
-                        "scripts/watch_agent.py --evaluation JSON --row ROW")
     rollout = parser.add_argument_group(
         "rollout rows (SPEC §4.5): Monte-Carlo rollouts of the network from each candidate "
         "move, on the same boards; --search-information and --search-leaf apply")
@@ -197,9 +193,6 @@ def arguments_error(args) -> str | None:
     if args.search_hold_plans > 1 and not args.search_simulations:
         return ("--search-hold-plans holds the tree search's plan moves: it needs "
                 "--search-simulations")
-    if args.record_actions and not (wants_search(args) and args.json):
-        return ("--record-actions keeps the search rows' actions in the --json output: it "
-                "needs --search-simulations or --rollout-search, and --json")
     if args.search_prior in ("checkpoint", "both") and not args.checkpoint:
         return "--search-prior checkpoint needs --checkpoint"
     if args.search_leaf == VALUE_LEAF and not args.checkpoint:
@@ -488,6 +481,7 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     other row), the final-state values and ``cost`` with the timings."""
     import jax
     from purejaxrl.evaluation import game_outcomes, stage_report, summarize_episodes
+    from purejaxrl.recorded_games import BOARDS
     from purejaxrl.search import play_boards, stage_reached_shares
     search_hooks = env.search_hooks
     final_values = getattr(search_hooks, "FINAL_STATE_VALUES", {})
@@ -496,7 +490,7 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     play = jax.jit(lambda k: play_boards(
         env, env_params, policy, k, args.episodes, max_steps, args.search_boards_in_flight,
         final_values, on_progress=report,
-        record_actions=getattr(args, "record_actions", False)))
+        record_actions=args.record_actions))
     start = time.perf_counter()
     compiled = play.lower(key).compile()
     compile_s = time.perf_counter() - start
@@ -508,6 +502,7 @@ def play_row(args, env, env_params, policy, key, max_steps: int, name: str,
     summary["final_state"] = final_state_means(episodes, final_values, final_labels)
     summary["stages"] = stage_report(episodes, env.num_stages)
     summary["games"] = game_outcomes(episodes)
+    summary["loop"] = BOARDS  # its games' keys (recorded_games.game_keys)
     moves = int(jax.device_get(episodes["length"]).sum())
     summary["search"] = dict(cost, moves=moves, wall_s=wall_s,
                              wall_s_per_move=wall_s / max(moves, 1), compile_s=compile_s,

@@ -314,10 +314,12 @@ def test_missing_checkpoint_exits_non_zero_without_traceback_as_a_script(tmp_pat
 
 def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     """The heuristic (always right) wins every toy episode in exactly 4 steps; the table has a
-    row per policy."""
+    row per policy. With --record-actions every row keeps each game's actions, as many as
+    the game's length, and names its loop (the keys a replay needs)."""
     _, run_dir, _ = cli_run
     out = tmp_path / "eval.json"
-    result = run(EVALUATE, "--checkpoint", run_dir, "--episodes", "8", "--json", str(out))
+    result = run(EVALUATE, "--checkpoint", run_dir, "--episodes", "8", "--json", str(out),
+                 "--record-actions")
     assert result.returncode == 0, result.stderr[-2000:]
     lines = result.stdout.splitlines()
     start = next(i for i, line in enumerate(lines) if line.startswith("policy "))
@@ -333,6 +335,12 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     assert results["heuristic"]["win_rate"] == 1.0 and results["heuristic"]["length_mean"] == 4.0
     assert all(r["invalid_actions"] == 0 and r["episodes"] == 8 for r in results.values())
     assert results["heuristic"]["stages"][-1]["cleared"] == 1.0  # the win is on the last stage
+    heuristic = results["heuristic"]["games"]["actions"]
+    assert len(heuristic) == 8 and all(len(set(game)) == 1 and len(game) == 4
+                                       for game in heuristic)
+    for row in results.values():
+        assert row["loop"] == "episodes"
+        assert [len(game) for game in row["games"]["actions"]] == row["games"]["length"]
     # Every row records what made it: its boards (env, seed), the checkpoint and the command.
     record = results["random"]["evaluation"]
     assert (record["env"], record["episodes"]) == ("toy", 8) and record["checkpoint_update"] >= 1
@@ -444,6 +452,8 @@ def test_evaluate_json_path_that_cannot_be_written_fails_before_any_work(make, t
     (["--start-programs", "-1"], "start_programs must be in 0..23, got -1"),
     (["--start-programs-pool", "reset"], "start_programs_pool needs start_programs > 0"),
     (["--acquire-macro"], "unrecognized arguments: --acquire-macro"),
+    (["--record-actions"], "error: --record-actions keeps the games' actions in the --json "
+                           "output: it needs --json"),
 ])
 def test_evaluate_refuses_bad_counts_before_any_work(flags, message, capsys):
     """One line, exit 2, nothing on stdout. --max-episode-steps is the env's time limit and

@@ -322,6 +322,23 @@ def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
             assert values.tolist() == reference[name].tolist(), (lanes, name)
 
 
+def test_recording_the_actions_changes_no_game():
+    """``record_actions`` only adds ``actions`` (each env's, -1 after its end) to
+    ``play_episodes``' results: the same keys play the same games, so a recorded evaluation's
+    figures are the unrecorded one's."""
+    from purejaxrl.evaluation import random_policy
+    env, key, boards = countdown(), jax.random.PRNGKey(4), 7
+    plain, recorded = (jax.device_get(jax.jit(lambda k, record=record: play_episodes(
+        env, None, random_policy(env), k, boards, 50, record_actions=record))(key))
+        for record in (False, True))
+    assert set(recorded) == set(plain) | {"actions"}
+    for name, values in plain.items():
+        assert values.tolist() == recorded[name].tolist(), name
+    for actions, length in zip(recorded["actions"], recorded["length"]):
+        assert np.all(actions[:length] >= 0) and np.all(actions[length:] == -1)
+    assert len({tuple(a) for a in recorded["actions"].tolist()}) > 1  # random, not constant
+
+
 def test_a_search_row_has_the_stage_report_of_every_other_row(capsys):
     """``evaluate.py``'s search and rollout rows (``evaluate_search.play_row``) carry the stage
     report a policy row gets from ``play_episodes`` on the same boards: where the games end,
@@ -331,7 +348,7 @@ def test_a_search_row_has_the_stage_report_of_every_other_row(capsys):
     env, key, boards = countdown(), jax.random.PRNGKey(3), 11
     played = jax.jit(lambda k: play_episodes(env, None, counting_policy, k, boards, 50))(key)
     reference = stage_report(played, env.num_stages)
-    args = argparse.Namespace(episodes=boards, search_boards_in_flight=3)
+    args = argparse.Namespace(episodes=boards, search_boards_in_flight=3, record_actions=False)
     summary = evaluate_search.play_row(args, env, None, counting_policy, key, 50, "row", {})
     assert summary["stages"] == reference
     # The row reports as it goes: at the end, every board finished and the games won.
@@ -817,27 +834,32 @@ def test_an_unknown_program_bonus_is_refused_before_any_play(capsys, monkeypatch
     assert err.startswith("error: --search-program-bonus: unknown programs resett")
 
 
-def test_recorded_actions_re_simulate_each_board_step_for_step(recorded_random_games):
-    """``play_boards(record_actions=True)`` keeps each board's actions, and
-    ``board_episode_keys`` gives the keys the board was played with: stepping HackMatrix from
-    the board's reset key with those actions (the replay's own jitted step,
-    ``viz.replay.jitted_env_step``) earns the same return and ends on the same step, also for
-    boards that a lane took over from another (2 lanes, 4 boards)."""
+@pytest.mark.parametrize("fixture", ["recorded_random_games", "recorded_random_episodes"])
+def test_recorded_actions_re_simulate_each_board_step_for_step(fixture, request):
+    """Both evaluation loops keep each board's actions with ``record_actions``
+    (``play_boards``, the search rows'; ``play_episodes``, every other row's), and
+    ``recorded_games.game_keys`` of the loop gives the keys the board was played with:
+    stepping HackMatrix from the board's reset key with those actions (the replay's own jitted
+    step, ``viz.replay.jitted_env_step``) earns the same return and ends on the same step,
+    also for boards that a lane took over from another (play_boards: 2 lanes, 4 boards)."""
     from envs.hackmatrix.viz.replay import jitted_env_step, jitted_reset
-    recorded = recorded_random_games
+    from purejaxrl.recorded_games import game_keys
+    recorded = request.getfixturevalue(fixture)
     env, env_params, played, games = (recorded[name] for name in
                                       ("env", "env_params", "played", "games"))
     seed, boards = recorded["seed"], recorded["boards"]
     reset, step = jitted_reset(env.env), jitted_env_step(env.env)
+    longest = max(len(actions) for actions in games["actions"])
+    reset_keys, _, env_keys = game_keys(recorded["loop"], seed, boards, list(range(boards)),
+                                        longest)
     ended = 0
     for board in range(boards):
         actions = games["actions"][board]
         assert len(actions) == games["length"][board] > 0
         assert np.all(played["actions"][board, len(actions):] == -1)
-        reset_key, step_keys = search.board_episode_keys(seed, board, boards)
-        state, total = reset(reset_key, env_params), 0.0
+        state, total = reset(reset_keys[board], env_params), 0.0
         for t, action in enumerate(actions):
-            out = jax.device_get(step(step_keys(t)[1], state, jnp.int32(action), env_params))
+            out = jax.device_get(step(env_keys[board, t], state, jnp.int32(action), env_params))
             assert bool(out["mask"][action])  # the recorded action was legal there
             state, total = out["state"], total + float(out["reward"])
             over = bool(out["terminated"]) or bool(out["truncated"])

@@ -225,50 +225,62 @@ def test_only_is_refused_where_it_cannot_apply(tmp_path, capsys):
     assert code == 2 and "--shown must be >= 1, got 0" in err
 
 
+# The rows of ``evaluation_file``: a search row's loop and every other row's.
+RECORDED_ROWS = {"search-1": "boards", "random": "episodes"}
+
+
 @pytest.fixture(scope="module")
-def evaluation_file(tmp_path_factory, recorded_random_games):
-    """An evaluate.py --json file with one row whose games kept their actions: random play on
-    4 HackMatrix boards through ``play_boards`` (the search rows' player, 2 lanes), as
-    ``evaluate.py --record-actions`` writes it."""
+def evaluation_file(tmp_path_factory, recorded_random_games, recorded_random_episodes):
+    """An evaluate.py --json file with two rows whose games kept their actions, as
+    ``evaluate.py --record-actions`` writes them: random play on 4 HackMatrix boards through
+    ``play_boards`` (the search rows' player, 2 lanes; a row that does not name its loop, as
+    before network rows were recorded) and through ``play_episodes`` (every other row's)."""
     from purejaxrl.policy import env_options_of
-    recorded = recorded_random_games
-    row = {"games": recorded["games"], "env_options": env_options_of(recorded["config"]),
-           "evaluation": {"env": "hackmatrix", "seed": recorded["seed"],
-                          "episodes": recorded["boards"]}}
+    rows = {}
+    for name, recorded in (("search-1", recorded_random_games),
+                           ("random", recorded_random_episodes)):
+        rows[name] = {"games": recorded["games"],
+                      "env_options": env_options_of(recorded["config"]),
+                      "evaluation": {"env": "hackmatrix", "seed": recorded["seed"],
+                                     "episodes": recorded["boards"]}}
+    rows["random"]["loop"] = "episodes"
     path = tmp_path_factory.mktemp("evaluation") / "eval.json"
-    path.write_text(json.dumps({"search-1": row}))
-    return path, row
+    path.write_text(json.dumps(rows))
+    return path, rows
 
 
-def test_an_evaluations_games_are_watched_and_recorded_on_its_own_keys(evaluation_file,
+@pytest.mark.parametrize("name", list(RECORDED_ROWS))
+def test_an_evaluations_games_are_watched_and_recorded_on_its_own_keys(evaluation_file, name,
                                                                         tmp_path, capsys):
-    """--evaluation JSON --row ROW re-simulates the row's recorded games on the evaluation's
-    keys and checks each ends as, and when, the evaluation says; --only picks by that end;
-    the record it writes replays exactly (its keys scheme is the evaluation's); a game whose
-    actions were altered is refused (exit 1, one line)."""
-    path, row = evaluation_file
+    """--evaluation JSON --row ROW re-simulates the row's recorded games on the keys its loop
+    played them with and checks each ends as, and when, the evaluation says; --only picks by
+    that end; the record it writes replays exactly (its keys scheme is the evaluation's, with
+    the loop); a game whose actions were altered is refused (exit 1, one line)."""
+    path, rows = evaluation_file
+    row = rows[name]
     ends = row["games"]["end"]
     assert "died" in ends
     record = tmp_path / "died.json"
-    code = watch_agent.main(["--evaluation", str(path), "--row", "search-1", "--only", "died",
+    code = watch_agent.main(["--evaluation", str(path), "--row", name, "--only", "died",
                              "--quiet", "--record", str(record), "--no-compile-cache"])
     out = capsys.readouterr().out
     assert code == 0, out
     assert "re-simulated as it says they ended: 1 game(s)" in out
     written = json.loads(record.read_text())
     first_died = ends.index("died")
-    assert written["keys"] == {"scheme": "evaluation", "boards": len(ends)}
+    assert written["keys"] == {"scheme": "evaluation", "boards": len(ends),
+                               "loop": RECORDED_ROWS[name]}
     assert [e["episode"] for e in written["episodes"]] == [first_died]
     assert written["episodes"][0]["actions"] == row["games"]["actions"][first_died]
     assert watch_agent.main(["--replay", str(record), "--quiet", "--no-compile-cache"]) == 0
     assert "replay reproduced the record exactly" in capsys.readouterr().out
     # The same game cut short: it no longer ends where the evaluation says.
     altered = json.loads(path.read_text())
-    altered["search-1"]["games"]["actions"][first_died] = (
-        altered["search-1"]["games"]["actions"][first_died][:-1])
+    altered[name]["games"]["actions"][first_died] = (
+        altered[name]["games"]["actions"][first_died][:-1])
     bad = tmp_path / "altered.json"
     bad.write_text(json.dumps(altered))
-    code, err = run_main(capsys, "--evaluation", str(bad), "--row", "search-1", "--only", "died",
+    code, err = run_main(capsys, "--evaluation", str(bad), "--row", name, "--only", "died",
                          "--quiet")
     error = [line for line in err.splitlines() if line.startswith("error:")]
     assert code == 1 and len(error) == 1
@@ -280,13 +292,18 @@ def test_an_evaluations_games_are_watched_and_recorded_on_its_own_keys(evaluatio
 def test_an_evaluation_without_actions_or_row_is_refused(evaluation_file, tmp_path, capsys):
     """A row that kept no actions, a missing row, and --row without --evaluation: one line,
     exit 2, before any work."""
-    path, row = evaluation_file
+    path, rows = evaluation_file
+    row = rows["search-1"]
     plain = tmp_path / "plain.json"
     plain.write_text(json.dumps({"search-1": dict(row, games={"end": row["games"]["end"]})}))
     code, err = run_main(capsys, "--evaluation", str(plain), "--row", "search-1")
     assert code == 2 and "kept no actions: evaluate it with --record-actions" in err
     code, err = run_main(capsys, "--evaluation", str(path), "--row", "greedy")
-    assert code == 2 and "has no row 'greedy' (rows: search-1)" in err
+    assert code == 2 and "has no row 'greedy' (rows: search-1, random)" in err
+    unknown = tmp_path / "unknown.json"
+    unknown.write_text(json.dumps({"search-1": dict(row, loop="frames")}))
+    code, err = run_main(capsys, "--evaluation", str(unknown), "--row", "search-1")
+    assert code == 2 and "played by an unknown loop 'frames' (known: boards, episodes)" in err
     code, err = run_main(capsys, "--row", "search-1", "--replay", str(path))
     assert code == 2 and "--evaluation JSON and --row ROW go together" in err
 
@@ -305,7 +322,8 @@ def test_only_picks_an_evaluations_games_by_how_it_says_they_ended(tmp_path):
         args = argparse.Namespace(**{"evaluation": str(path), "row": "row", "only": None,
                                      "shown": None, "episodes": 1, **flags})
         record = watch_agent.evaluation_games(args)
-        assert record["keys"] == {"scheme": "evaluation", "boards": 5} and record["seed"] == 5
+        assert record["keys"] == {"scheme": "evaluation", "boards": 5, "loop": "boards"}
+        assert record["seed"] == 5
         return [(e["episode"], e["outcome"], e["length"]) for e in record["episodes"]]
 
     assert picked(only="won") == [(1, "won", 9)]
@@ -316,15 +334,18 @@ def test_only_picks_an_evaluations_games_by_how_it_says_they_ended(tmp_path):
         picked(only="invalid")
 
 
-def test_program_timeline_reads_every_game_of_an_evaluation(evaluation_file, tmp_path, capsys):
-    """scripts/program_timeline.py re-simulates all of a row's games at once on the
-    evaluation's keys: each game is counted once by the stage it first owned the program and
-    by how it ended (random play owns none), and a game that no longer ends as the evaluation
-    says is refused (exit 1, one error line)."""
+@pytest.mark.parametrize("name", list(RECORDED_ROWS))
+def test_program_timeline_reads_every_game_of_an_evaluation(evaluation_file, name, tmp_path,
+                                                            capsys):
+    """scripts/program_timeline.py re-simulates all of a row's games at once on the keys its
+    loop played them with: each game is counted once by the stage it first owned the program
+    and by how it ended (random play owns none), and a game that no longer ends as the
+    evaluation says is refused (exit 1, one error line)."""
     from scripts import program_timeline
-    path, row = evaluation_file
+    path, rows = evaluation_file
+    row = rows[name]
     out = tmp_path / "timeline.json"
-    assert program_timeline.main([str(path), "--row", "search-1", "--json", str(out)]) == 0
+    assert program_timeline.main([str(path), "--row", name, "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("4 games; RESET first owned on stage")
     games = json.loads(out.read_text())["games"]
@@ -332,13 +353,14 @@ def test_program_timeline_reads_every_game_of_an_evaluation(evaluation_file, tmp
     assert [g["end"] for g in games] == row["games"]["end"]
     assert [g["stage"] for g in games] == row["games"]["stage"]
     assert all(g["owned"] == "never" for g in games)
+    died = row["games"]["end"].index("died")
     altered = json.loads(path.read_text())
-    altered["search-1"]["games"]["actions"][1] = altered["search-1"]["games"]["actions"][1][:-1]
+    altered[name]["games"]["actions"][died] = altered[name]["games"]["actions"][died][:-1]
     bad = tmp_path / "altered.json"
     bad.write_text(json.dumps(altered))
-    assert program_timeline.main([str(bad), "--row", "search-1"]) == 1
+    assert program_timeline.main([str(bad), "--row", name]) == 1
     err = capsys.readouterr().err
-    assert "error: board 1 re-simulated ended alive; the evaluation says 'died'" in err
+    assert f"error: board {died} re-simulated ended alive; the evaluation says 'died'" in err
 
 
 def test_program_timeline_table_crosses_first_ownership_with_the_end():
