@@ -416,15 +416,36 @@ def board_env_step_key(step_root: jax.Array, board, t) -> jax.Array:
     return env_step_key(board_step_key(step_root, board, t))
 
 
+# play_boards' tail: once every board is handed out and at most 1/TAIL_SHRINK of the lanes
+# still play, the games in play move to that many lanes (as long as it is at least
+# TAIL_MIN_LANES), so the last long games do not pay for the lanes that have finished. Each
+# width compiles the policy again (a search: 45-100 s on a CPU); on the stored 64-board rows
+# 64 then 8 lanes cost about half the lane-steps of 64 alone, and a third width (16 then 4)
+# would save under a tenth more for another compile.
+TAIL_SHRINK = 8
+TAIL_MIN_LANES = 2
+
+
+def lane_widths(lanes: int) -> list[int]:
+    """The lane counts ``play_boards`` plays its phases with: ``lanes``, then each a
+    ``TAIL_SHRINK``-th of the last while at least ``TAIL_MIN_LANES``."""
+    widths = [lanes]
+    while widths[-1] // TAIL_SHRINK >= TAIL_MIN_LANES:
+        widths.append(widths[-1] // TAIL_SHRINK)
+    return widths
+
+
 def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards: int,
                 max_steps: int, boards_in_flight: int,
                 final_state_values: Mapping[str, Callable] = None,
                 on_progress: Callable = None, record_actions: bool = False) -> dict:
     """One episode per board, ``boards_in_flight`` at a time: a board that ends hands its lane
-    to the next board, so the policy runs only on boards in play. The boards are
-    ``play_episodes``'s (same ``key``: the same reset keys), so the rows of a comparison face
-    the same starting boards. The policy's key and the env's step key of board b at step t
-    are folded from (b, t) alone, so the results do not depend on ``boards_in_flight``.
+    to the next board, so the policy runs only on boards in play; once every board is handed
+    out and few still play, they move to fewer lanes (``lane_widths``: each phase a loop of
+    its own width, compiled apart). The boards are ``play_episodes``'s (same ``key``: the same
+    reset keys), so the rows of a comparison face the same starting boards. The policy's key
+    and the env's step key of board b at step t are folded from (b, t) alone, so the results
+    depend neither on ``boards_in_flight`` nor on the lanes a board moves to.
 
     ``policy`` is a ``Policy`` or a ``RecurrentPolicy`` (its memory starts from
     ``initial_memory`` on every board). Returns per-board arrays with ``play_episodes``'s keys
@@ -439,36 +460,42 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
     from purejaxrl.evaluation import EpisodeTally, with_memory
     policy = with_memory(policy)
     final_state_values = dict(final_state_values or {})
-    lanes = min(boards_in_flight, num_boards)
+    widths = lane_widths(min(boards_in_flight, num_boards))
     board_keys, act_root, step_root = board_key_roots(key, num_boards)
     reset = jax.vmap(env.reset, in_axes=(0, None))
     # Placeholders: every lane loads its first board in the loop, so the program holds one
-    # reset (one stage generator: seconds of compile time each).
+    # reset per phase (one stage generator: seconds of compile time each).
     obs, env_state = jax.tree.map(lambda x: jnp.zeros(x.shape, x.dtype), jax.eval_shape(
-        reset, board_keys[:lanes], env_params))
+        reset, board_keys[:widths[0]], env_params))
     tally = EpisodeTally(env, env_params, *jax.tree.map(lambda x: x[0], (obs, env_state)))
-    final_shapes = {name: jax.eval_shape(jax.vmap(value), env_state)
+    final_shapes = {name: jax.eval_shape(value, jax.tree.map(lambda x: x[0], env_state))
                     for name, value in final_state_values.items()}
-    fresh = {"episode_return": jnp.zeros(lanes, jnp.float32),
-             **{name: jnp.zeros(lanes, jnp.int32) for name in ("length", "masked")},
-             **{name: jnp.zeros(lanes, bool) for name in ("truncated", "finished")},
-             **tally.fresh(lanes),
-             **{name: jnp.zeros(shape.shape, shape.dtype) for name, shape in final_shapes.items()}}
+
+    def fresh_episode(lanes: int) -> dict:
+        return {"episode_return": jnp.zeros(lanes, jnp.float32),
+                **{name: jnp.zeros(lanes, jnp.int32) for name in ("length", "masked")},
+                **{name: jnp.zeros(lanes, bool) for name in ("truncated", "finished")},
+                **tally.fresh(lanes),
+                **{name: jnp.zeros((lanes,) + shape.shape, shape.dtype)
+                   for name, shape in final_shapes.items()}}
+
+    def first_memory(lanes: int):
+        return jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes,) + jnp.shape(x)),
+                            policy.initial_memory)
+
     results = {name: jnp.zeros((num_boards,) + value.shape[1:], value.dtype)
-               for name, value in fresh.items()}
+               for name, value in fresh_episode(1).items()}
     if record_actions:
         results["actions"] = jnp.full((num_boards, max_steps), -1, jnp.int32)
-    first_memory = jax.tree.map(lambda x: jnp.broadcast_to(x, (lanes,) + jnp.shape(x)),
-                                policy.initial_memory)
-    init = dict(obs=obs, env_state=env_state, memory=first_memory,
-                board=jnp.arange(lanes, dtype=jnp.int32),
-                load=jnp.ones(lanes, bool), next_board=jnp.int32(lanes), episode=fresh,
-                results=results)
-
-    def running(carry):
-        return jnp.any(carry["board"] >= 0)
+    lanes = widths[0]
+    carry = dict(obs=obs, env_state=env_state, memory=first_memory(lanes),
+                 board=jnp.arange(lanes, dtype=jnp.int32),
+                 load=jnp.ones(lanes, bool), next_board=jnp.int32(lanes),
+                 episode=fresh_episode(lanes), results=results)
 
     def step(carry):
+        lanes = carry["board"].shape[0]
+        fresh, memory_at_start = fresh_episode(lanes), first_memory(lanes)
         board, episode, load = carry["board"], carry["episode"], carry["load"]
         safe_board = jnp.maximum(board, 0)
 
@@ -479,7 +506,7 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
 
         obs, env_state = lax.cond(jnp.any(load), refill,
                                   lambda _: (carry["obs"], carry["env_state"]), None)
-        memory = _select(load, first_memory, carry["memory"])  # a new board, a fresh memory
+        memory = _select(load, memory_at_start, carry["memory"])  # a new board, a fresh memory
         playing = board >= 0
         t = episode["length"]
         actions, memory = jax.vmap(policy.act)(
@@ -524,7 +551,25 @@ def play_boards(env: TrainerEnv, env_params, policy, key: jax.Array, num_boards:
                     next_board=next_board, episode=_select(ends, fresh, episode),
                     results=results)
 
-    return lax.while_loop(running, step, init)["results"]
+    for phase, lanes in enumerate(widths):
+        narrower = widths[phase + 1] if phase + 1 < len(widths) else 0
+
+        def running(carry, narrower=narrower):
+            in_play = jnp.sum(carry["board"] >= 0)
+            # A narrower phase takes over once no board is left to hand out and the boards
+            # in play fit its lanes.
+            fits = (carry["next_board"] >= num_boards) & (in_play <= narrower)
+            return (in_play > 0) & ~fits
+
+        carry = lax.while_loop(running, step, carry)
+        if narrower:
+            # The lanes in play first (in lane order), cut to the narrower width; the lanes
+            # dropped have ended (board -1) and hold nothing the results lack.
+            keep = jnp.argsort(carry["board"] < 0, stable=True)[:narrower]
+            per_lane = {name: carry[name] for name in
+                        ("obs", "env_state", "memory", "board", "load", "episode")}
+            carry = dict(carry, **jax.tree.map(lambda x: x[keep], per_lane))
+    return carry["results"]
 
 
 def stage_reached_shares(results: dict, num_stages: int) -> dict:

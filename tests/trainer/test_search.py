@@ -308,13 +308,18 @@ def countdown():
 def test_play_boards_plays_play_episodes_boards_whatever_the_lanes():
     """Per board, play_boards records every field play_episodes records on the same key (the
     same boards: the env's metrics, the per-stage steps and counts, the resources at the end),
-    with 1, 3 or all boards in flight, so a search row gets the same stage report."""
-    env, key, boards = countdown(), jax.random.PRNGKey(3), 11
+    with 1, 3, 16 or all boards in flight (16 and 17 lanes end on 2: the tail's narrower
+    phase), so a search row gets the same stage report."""
+    env, key, boards = countdown(), jax.random.PRNGKey(3), 17
     reference = jax.device_get(jax.jit(lambda k: play_episodes(
         env, None, counting_policy, k, boards, 50))(key))
     assert len(set(reference["length"].tolist())) > 3  # the boards differ
+    # The two longest games outlast the rest: all lanes' last step is played on 2 lanes.
+    assert sorted(reference["length"].tolist())[-3] < max(reference["length"].tolist())
     assert {"stage_steps", "stage_programs", "end_clock", "siphons"} <= set(reference)
-    for lanes in (1, 3, boards):
+    assert search.lane_widths(boards) == [17, 2] and search.lane_widths(8) == [8]
+    assert search.lane_widths(64) == [64, 8] and search.lane_widths(256) == [256, 32, 4]
+    for lanes in (1, 3, 16, boards):
         pooled = jax.device_get(jax.jit(lambda k, lanes=lanes: search.play_boards(
             env, None, counting_policy, k, boards, 50, lanes))(key))
         assert set(pooled) == set(reference), lanes
