@@ -222,7 +222,7 @@ def test_evaluate_plays_its_baselines_without_the_checkpoints_macro(monkeypatch,
 
     played = []
 
-    def comparison(env, env_params, policies, num_envs, max_steps):
+    def comparison(env, env_params, policies, num_envs, max_steps, record_actions=False):
         played.append((env.num_actions, len(policies)))
         raise Stop
 
