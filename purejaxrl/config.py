@@ -189,6 +189,12 @@ class TrainConfig:
     # How many envs' states the teacher labels each update (the first ones of each device;
     # None: every env). A rollout teacher's state costs hundreds of model steps.
     distill_envs: Optional[int] = struct.field(pytree_node=False, default=None)
+    # A frozen teacher: its prior and critic are the network the run started from (the
+    # ``--resume CHECKPOINT --weights-only`` weights and return statistics), held fixed, not
+    # the network being fitted, so that the fit cannot drag its own teacher along (SPEC §4.5,
+    # stop 73's collapse). With a recurrent core the teacher carries its own memory through
+    # the labelled envs' games.
+    distill_frozen_teacher: bool = struct.field(pytree_node=False, default=False)
     # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
     # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
     # windows with a recurrent core) whose return still beats the critic; the replay holds
@@ -253,6 +259,13 @@ class TrainConfig:
     @property
     def envs_per_device(self) -> int:
         return self.num_envs // self.num_devices
+
+    @property
+    def distill_envs_per_device(self) -> int:
+        """The envs of each device whose states the distillation teacher labels (its first
+        ones)."""
+        return (self.envs_per_device if self.distill_envs is None
+                else self.distill_envs // self.num_devices)
 
     @property
     def windows_per_env(self) -> int:
@@ -356,6 +369,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_leaf": "game", "distill_where": "always",
                       "distill_prior_mix": 0.0, "distill_teacher": "tree",
                       "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
+                      "distill_frozen_teacher": False,
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
@@ -572,6 +586,8 @@ def validate_config(config: TrainConfig) -> None:
              f"got {config.distill_min_gain!r}")
         need(config.distill_min_gain == 0.0 or config.distill_teacher == "rollout",
              "--distill-min-gain applies to --distill-teacher rollout only")
+        need(not config.distill_frozen_teacher or config.distill_teacher == "tree",
+             "--distill-frozen-teacher applies to --distill-teacher tree only")
         labelled = config.envs_per_device
         if config.distill_envs is not None:
             devices = config.num_devices
@@ -585,6 +601,8 @@ def validate_config(config: TrainConfig) -> None:
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "
              f"the teacher labels ({labelled}) with --distill-coef: each minibatch fits an "
              "equal share of the envs' search targets")
+    need(not config.distill_frozen_teacher or config.distill_coef > 0,
+         "--distill-frozen-teacher needs --distill-coef C > 0 (the teacher it freezes)")
     need(isinstance(config.sil_coef, (int, float)) and config.sil_coef >= 0,
          f"--sil-coef must be >= 0, got {config.sil_coef!r}")
     if config.sil_coef > 0:

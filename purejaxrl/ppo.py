@@ -179,6 +179,19 @@ class ReturnStatistics:
 
 
 @struct.dataclass
+class FrozenTeacher:
+    """The distillation teacher of ``--distill-frozen-teacher``: the network the run started
+    from, held fixed (never updated), with the return statistics its critic's units come from
+    and, for a recurrent core, its own memory in each labelled env's game (the first
+    ``distill_envs_per_device`` envs of each device) after the last step, not yet zeroed where
+    an episode has just ended (as ``RunnerState.hidden``); None for a feed-forward network."""
+
+    params: Any
+    return_stats: ReturnStatistics
+    hidden: jax.Array | None = None
+
+
+@struct.dataclass
 class RunnerState:
     params: Any
     opt_state: Any
@@ -196,6 +209,8 @@ class RunnerState:
     hidden: jax.Array | None = None
     # Self-imitation's replay (purejaxrl/self_imitation.py), None without it.
     replay: self_imitation.ReplayWindows | None = None
+    # Distillation's frozen teacher (``--distill-frozen-teacher``), None without one.
+    teacher: FrozenTeacher | None = None
 
 
 @struct.dataclass
@@ -288,23 +303,28 @@ def nonfinite_bits(metrics: UpdateMetrics, params, num_seeds: int) -> jax.Array:
 
 
 def runner_state_specs(num_seeds: int = 1, curriculum: bool = False,
-                       recurrent: bool = False, replay: bool = False) -> RunnerState:
+                       recurrent: bool = False, replay: bool = False,
+                       teacher: bool = False) -> RunnerState:
     """PartitionSpecs: per-env fields split over the device axis, the rest replicated. With
     ``num_seeds > 1`` every field has a leading seed axis (never split). Each device's
     curriculum archive and self-imitation replay are its own (split); a recurrent core's
-    hidden state is per env."""
+    hidden state is per env, and so is a frozen teacher's memory (of the labelled envs)."""
     split, same = (P(DEVICE_AXIS), P()) if num_seeds == 1 else (P(None, DEVICE_AXIS), P())
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
                        update_key=same, episode=split, return_stats=same, update_step=same,
                        curriculum=split if curriculum else None,
                        hidden=split if recurrent else None,
-                       replay=split if replay else None)
+                       replay=split if replay else None,
+                       teacher=FrozenTeacher(params=same, return_stats=same,
+                                             hidden=split if recurrent else None)
+                       if teacher else None)
 
 
 def config_runner_state_specs(config: TrainConfig) -> RunnerState:
     """``runner_state_specs`` for the runner state of ``config``."""
     return runner_state_specs(config.num_seeds, config.curriculum_share > 0,
-                              config.recurrent_core != "none", config.sil_coef > 0)
+                              config.recurrent_core != "none", config.sil_coef > 0,
+                              config.distill_frozen_teacher)
 
 
 # ---------------------------------------------------------------------------- 3. init
@@ -372,6 +392,13 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
             replay = self_imitation.empty_replay(
                 transition_example(env, obs, hidden is not None), hidden,
                 config.sil_windows * count // config.num_envs, config.sil_item_length)
+        teacher = None
+        if config.distill_frozen_teacher:
+            # Its weights are the starting checkpoint's (``train``); these hold the shapes.
+            labelled = count * config.distill_envs_per_device // config.envs_per_device
+            teacher = FrozenTeacher(
+                params=params, return_stats=ReturnStatistics.initial(),
+                hidden=None if hidden is None else network.initial_hidden(labelled))
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
             env_keys=rows(env_key), update_key=update_key,
@@ -381,7 +408,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                                                             jnp.float32),
                                         discounted_returns=jnp.zeros(count, jnp.float32)),
             return_stats=ReturnStatistics.initial(),
-            update_step=jnp.int32(0), curriculum=archive, hidden=hidden, replay=replay)
+            update_step=jnp.int32(0), curriculum=archive, hidden=hidden, replay=replay,
+            teacher=teacher)
 
     def init(first_env, count):
         if config.num_seeds == 1:
@@ -458,7 +486,8 @@ def shard_runner_state(runner: RunnerState, mesh: Mesh, num_seeds: int = 1) -> R
     return jax.tree.map(lambda spec, subtree: place_on_mesh(subtree, mesh, spec),
                         runner_state_specs(num_seeds, runner.curriculum is not None,
                                            runner.hidden is not None,
-                                           runner.replay is not None), runner,
+                                           runner.replay is not None,
+                                           runner.teacher is not None), runner,
                         is_leaf=lambda x: isinstance(x, P))
 
 
@@ -837,10 +866,35 @@ def teacher_hooks(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
     hooks = env.search_hooks
     objective, gamma = {}, hooks.DEFAULT_GAMMA
     if config.distill_leaf == "value":  # the network's objective replaces the game's
-        objective = critic_objective(env, network, runner.params, config.training_reward,
-                                     critic_units(config, runner.return_stats))
+        params, return_stats = teacher_network(runner)
+        objective = critic_objective(env, network, params, config.training_reward,
+                                     critic_units(config, return_stats))
         gamma = config.gamma
     return {**hooks.make_hooks(env.env, fair=True), **objective}, gamma
+
+
+def teacher_network(runner: RunnerState) -> tuple[Any, ReturnStatistics]:
+    """The teacher's weights and return statistics: the frozen teacher's
+    (``--distill-frozen-teacher``), else those of the network being fitted."""
+    if runner.teacher is not None:
+        return runner.teacher.params, runner.teacher.return_stats
+    return runner.params, runner.return_stats
+
+
+def advance_teacher_memory(teacher: FrozenTeacher, transitions: Transition, env: TrainerEnv,
+                           network: ActorCritic) -> jax.Array:
+    """A recurrent frozen teacher's memory after a rollout: its core stepped along each
+    labelled env's observations of the rollout from its memory before it, zeroed where an
+    episode started, as the rollout steps the fitted network's core (``collect_rollout``)."""
+    labelled = teacher.hidden.shape[0]
+
+    def step(hidden, transition):
+        obs = env.expand_observation(jax.tree.map(lambda x: x[:labelled], transition.obs))
+        hidden, _, _ = apply_step(network, teacher.params, hidden, obs,
+                                  transition.episode_start[:labelled])
+        return hidden, None
+    hidden, _ = lax.scan(step, teacher.hidden, transitions)
+    return hidden
 
 
 def player_memory(runner: RunnerState, network: ActorCritic) -> jax.Array:
@@ -855,9 +909,11 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
                                 network: ActorCritic, key) -> dict:
     """Per env, at the state the next rollout starts from: the observation, its mask and the
     search teacher's target (``search.make_search_teacher``: Gumbel MuZero's improved policy
-    of a fair search with the current network as prior, f32[N, A]). The env's search hooks
+    of a fair search with the current network as prior, f32[N, A]; with a frozen teacher,
+    the network the run started from, from its own memory). The env's search hooks
     supply the model and the re-drawn worlds; the objective and the leaf values are the
-    env's (``distill_leaf`` "game") or the network's (``"value"``: ``critic_objective``)."""
+    env's (``distill_leaf`` "game") or the teacher network's (``"value"``:
+    ``critic_objective``)."""
     if config.distill_envs is not None:  # the first envs of this device alone are labelled
         first = config.distill_envs // config.num_devices
         runner = runner.replace(
@@ -880,22 +936,28 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     # Only the labelled states weigh in the fit (every state where the teacher labels all).
     weight = ({} if labelled is None
               else dict(weight=jax.vmap(labelled)(runner.obs).astype(jnp.float32)))
+    params, _ = teacher_network(runner)
     if runner.hidden is None:
         teacher = make_search_teacher(settings=settings,
-                                      prior_fn=network_prior(network, runner.params, **mix),
+                                      prior_fn=network_prior(network, params, **mix),
                                       **search_hooks)
         _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
         return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, **weight)
     # A recurrent network: every node of the tree is evaluated from its parent's hidden state
     # (``network_node``), the root from the memory the env's player holds before this
     # observation (zeros at an episode's first step); the update fits the policy's step from
-    # that same memory.
+    # that same memory. A frozen teacher searches from its own memory of the game, and the
+    # update fits the policy's step from the fitted network's.
     leaf_value = search_hooks.pop("leaf_value")
-    node = network_node(network, runner.params, **mix,
+    node = network_node(network, params, **mix,
                         leaf_value=None if config.distill_leaf == "value" else leaf_value)
     teacher = make_recurrent_search_teacher(settings=settings, node_fn=node, **search_hooks)
     memory = player_memory(runner, network)
-    _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, memory)
+    teacher_memory = memory
+    if runner.teacher is not None:
+        teacher_memory = jnp.where(episode_starts(runner)[:, None],
+                                   network.initial_hidden(count), runner.teacher.hidden)
+    _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, teacher_memory)
     return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory,
                 **weight)
 
@@ -980,6 +1042,9 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
         # Each device shuffles its own share differently.
         shuffle_key = jax.random.fold_in(shuffle_key, lax.axis_index(axis_name))
     distill = None
+    if runner.teacher is not None and runner.teacher.hidden is not None:
+        runner = runner.replace(teacher=runner.teacher.replace(
+            hidden=advance_teacher_memory(runner.teacher, transitions, env, network)))
     if config.distill_coef > 0:
         distill = search_distillation_targets(
             runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))

@@ -277,7 +277,23 @@ def _initial_runner(config: TrainConfig, checkpoint: Optional[dict], resuming: b
             saved = stack_seeds([saved] * config.num_seeds)
         replicated = ppo.place_on_mesh(saved, mesh, jax.sharding.PartitionSpec())
         runner = runner.replace(params=replicated, opt_state=jax.jit(optimizer.init)(replicated))
+        if runner.teacher is not None:
+            runner = runner.replace(teacher=_frozen_teacher(runner.teacher, saved, checkpoint,
+                                                            config.num_seeds, mesh))
     return runner, 0.0, None
+
+
+def _frozen_teacher(teacher: ppo.FrozenTeacher, saved_params, checkpoint: dict, num_seeds: int,
+                    mesh) -> ppo.FrozenTeacher:
+    """``--distill-frozen-teacher``: the starting checkpoint's network and the return
+    statistics its critic was trained in, as their own arrays (the runner state is donated,
+    so they must not alias the fitted parameters)."""
+    stats = checkpoint["runner_state"].return_stats
+    if num_seeds > 1:
+        stats = stack_seeds([stats] * num_seeds)
+    same = jax.sharding.PartitionSpec()
+    return teacher.replace(params=ppo.place_on_mesh(saved_params, mesh, same),
+                           return_stats=ppo.place_on_mesh(stats, mesh, same))
 
 
 @dataclasses.dataclass
@@ -636,6 +652,9 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     resuming = checkpoint is not None and not weights_only
     num_processes = jax.process_count()
     check_resume(config, checkpoint, resuming, num_processes)
+    if config.distill_frozen_teacher and checkpoint is None:
+        raise ConfigError("--distill-frozen-teacher needs --resume CHECKPOINT --weights-only: "
+                          "the teacher is the network the run starts from")
     run_name, run_dir = run_directory(config, options, checkpoint, resuming)
     # Process 0 alone writes, so it alone checks; every process stops if it fails.
     failure, note = None, None

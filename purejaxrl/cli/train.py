@@ -62,7 +62,8 @@ _CONFIG_FLAGS = (
     "separate_torsos", "compute_dtype", "encoder", "cell_features", "recurrent_core",
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
     "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
-    "distill_rollouts", "distill_min_gain", "distill_envs", "sil_coef",
+    "distill_rollouts", "distill_min_gain", "distill_envs", "distill_frozen_teacher",
+    "sil_coef",
     "sil_windows", "sil_windows_per_update", "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
@@ -167,6 +168,10 @@ def build_parser() -> argparse.ArgumentParser:
     distill.add_argument("--distill-envs", type=int, metavar="N",
                          help="label the states of only the first N envs each update "
                               "(default: every env's)")
+    distill.add_argument("--distill-frozen-teacher", action=flag,
+                         help="the teacher's prior and critic are the network the run starts "
+                              "from (--resume CHECKPOINT --weights-only), held fixed, not the "
+                              "network being fitted (tree teacher; default off)")
     sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
     sil.add_argument("--sil-coef", type=finite_float, metavar="C",
                      help="weight of self-imitation: each minibatch also imitates the actions "

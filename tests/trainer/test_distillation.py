@@ -120,7 +120,7 @@ def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
     obs, state = fork.reset(None, None)
     runner = SimpleNamespace(
         obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
-        hidden=None, return_stats=ppo.ReturnStatistics(
+        hidden=None, teacher=None, return_stats=ppo.ReturnStatistics(
             count=jnp.float32(1.0), mean=jnp.float32(0.0), var=jnp.float32(4.0)))
     config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
                          distill_coef=1.0, distill_simulations=8, recurrent_core="none")
@@ -182,7 +182,7 @@ def test_distill_where_acquire_labels_and_mixes_only_where_the_hooks_say():
     obs, state = fork.reset(None, None)
     runner = SimpleNamespace(
         obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
-        hidden=None, return_stats=ppo.ReturnStatistics(
+        hidden=None, teacher=None, return_stats=ppo.ReturnStatistics(
             count=jnp.float32(1.0), mean=jnp.float32(0.0), var=jnp.float32(4.0)))
     config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
                          distill_coef=1.0, distill_simulations=8, distill_leaf="value",
@@ -234,7 +234,7 @@ def test_a_recurrent_teacher_searches_from_the_players_memory():
         runner = SimpleNamespace(
             obs=jax.tree.map(lambda x: x[None], obs), env_state=state[None], params=None,
             hidden=jnp.full((1, 1), 5.0), episode=SimpleNamespace(lengths=jnp.array([length])),
-            return_stats=stats)
+            return_stats=stats, teacher=None)
         targets = jax.jit(lambda runner=runner: ppo.search_distillation_targets(
             runner, config, env, CountingCore(), jax.random.PRNGKey(0)))()
         preferred[length] = int(np.argmax(np.asarray(targets["target"][0])))
@@ -359,6 +359,103 @@ def test_rollout_teacher_options_are_checked_before_any_work():
         validate_config(on.replace(distill_teacher="tree", distill_min_gain=0.1))
 
 
+class ParamCritic:
+    """An actor-critic stand-in whose parameters are its table: uniform logits, value
+    ``params[position]``."""
+
+    def apply(self, params, obs):
+        return jnp.zeros(obs.action_mask.shape), params[obs.position]
+
+
+def test_a_frozen_teacher_searches_with_its_own_weights_and_units():
+    """``--distill-frozen-teacher``: the teacher's prior and critic are the frozen network's
+    weights and its critic's units its own return statistics, not the fitted network's. The
+    fitted table says position 2 is worth nothing, so its own search prefers action 0's gain;
+    the frozen table says 0.8, which in the frozen units (return variance 4: a gain of 1 is
+    worth 0.5) beats the gain, so the frozen teacher prefers action 1; in units where a gain
+    of 1 is worth 10 (variance 0.01) the gain wins again."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="none")
+    fitted, frozen = jnp.zeros(3), jnp.array([0.0, 0.0, 0.8])
+
+    def stats(var):
+        return ppo.ReturnStatistics(count=jnp.float32(1.0), mean=jnp.float32(0.0),
+                                    var=jnp.float32(var))
+
+    def preferred(teacher):
+        runner = fork_runner(1).replace(params=fitted, teacher=teacher)
+        targets = jax.jit(lambda: ppo.search_distillation_targets(
+            runner, config, env, ParamCritic(), jax.random.PRNGKey(0)))()
+        return int(np.argmax(np.asarray(targets["target"][0])))
+
+    assert preferred(None) == 0
+    assert preferred(ppo.FrozenTeacher(params=frozen, return_stats=stats(4.0))) == 1
+    assert preferred(ppo.FrozenTeacher(params=frozen, return_stats=stats(0.01))) == 0
+
+
+def test_a_frozen_recurrent_teacher_searches_from_its_own_memory():
+    """A recurrent frozen teacher's root starts from its own memory of the game (5
+    observations: position 2 pays, action 1 preferred; zeros where the next step starts an
+    episode: the gain wins), while the update fits the policy's step from the fitted
+    network's memory (here 0), which the targets carry."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="gru", sequence_length=None)
+    preferred, fitted_memory = {}, {}
+    for length in (3, 0):
+        runner = fork_runner(1, hidden=jnp.zeros((1, 1)), lengths=[length]).replace(
+            teacher=ppo.FrozenTeacher(params=None, return_stats=fork_runner(1).return_stats,
+                                      hidden=jnp.full((1, 1), 5.0)))
+        targets = jax.jit(lambda runner=runner: ppo.search_distillation_targets(
+            runner, config, env, CountingCore(), jax.random.PRNGKey(0)))()
+        preferred[length] = int(np.argmax(np.asarray(targets["target"][0])))
+        fitted_memory[length] = float(targets["hidden"][0, 0])
+    assert preferred == {3: 1, 0: 0}
+    assert fitted_memory == {3: 0.0, 0: 0.0}
+
+
+def test_a_frozen_teachers_memory_follows_the_labelled_envs_games():
+    """After a rollout the frozen teacher's memory is its core stepped along each labelled
+    env's observations (the first 2 of 3 envs), zeroed where an episode started: 3 steps from
+    5 give 8; an episode starting at the second step leaves 2 (zeroed, then 2 steps)."""
+    env = TrainerEnv(Fork(), None)
+    steps, count = 3, 3
+    obs, _ = Fork().reset(None, None)
+    starts = jnp.array([[False, False, False], [False, True, False], [False, False, False]])
+    zeros = jnp.zeros((steps, count))
+    transitions = ppo.Transition(
+        obs=jax.tree.map(lambda x: jnp.broadcast_to(x, (steps, count) + x.shape), obs),
+        mask=jnp.ones((steps, count, 2), bool), action=zeros.astype(jnp.int32),
+        log_prob=zeros, value=zeros, reward=zeros, terminated=starts, truncated=starts,
+        bootstrap_value=zeros, episode_start=starts)
+    teacher = ppo.FrozenTeacher(params=None, return_stats=None, hidden=jnp.full((2, 1), 5.0))
+    memory = jax.jit(lambda: ppo.advance_teacher_memory(teacher, transitions, env,
+                                                        CountingCore()))()
+    assert np.asarray(memory[:, 0]).tolist() == [8.0, 2.0]
+
+
+def test_a_frozen_teacher_is_checked_before_any_work(tmp_path):
+    """--distill-frozen-teacher needs the distillation on, the tree teacher, and a network to
+    freeze: a run that does not start from a checkpoint's weights is refused before any work,
+    with a message naming the option."""
+    from purejaxrl.train import train
+    from tests.trainer.toy_run import options
+    frozen = CONFIG.replace(distill_coef=1.0, distill_frozen_teacher=True)
+    validate_config(frozen)
+    with pytest.raises(ConfigError, match="--distill-frozen-teacher needs --distill-coef"):
+        validate_config(frozen.replace(distill_coef=0.0))
+    with pytest.raises(ConfigError, match="--distill-frozen-teacher applies to "
+                                          "--distill-teacher tree only"):
+        validate_config(frozen.replace(distill_teacher="rollout"))
+    with pytest.raises(ConfigError, match="--distill-frozen-teacher needs --resume CHECKPOINT "
+                                          "--weights-only"):
+        train(frozen, options(tmp_path, None))
+    assert not any(tmp_path.iterdir())
+
+
 @pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
 def test_hackmatrix_run_distils_the_search_teacher(tmp_path, compile_cache_dir):
     """Two updates on HackMatrix with the real teacher (4 simulations, 1 fair world): the run
@@ -393,3 +490,39 @@ def test_hackmatrix_run_distils_the_rollout_teacher(tmp_path, compile_cache_dir)
     for record in result.records:
         assert (record["ppo/distill_loss"] > 0) == (record["ppo/distill_labelled"] > 0)
         assert record["actions/masked_sampled"] == 0
+
+
+@pytest.mark.slow  # extended suite (pytest -m slow): compiles HackMatrix with the search
+def test_hackmatrix_frozen_teacher_stays_the_starting_network(tmp_path, compile_cache_dir):
+    """A GRU run started from a checkpoint's weights with --distill-frozen-teacher (the first
+    8 of 16 envs labelled): after two updates the fitted network has moved while the teacher
+    is still the checkpoint's network and return statistics, bit for bit, with a memory for
+    each labelled env; the run resumes from its own checkpoint with that same teacher."""
+    from purejaxrl.checkpoint import load_checkpoint
+    from purejaxrl.train import train
+    from tests.trainer.toy_run import assert_trees_equal, options
+    source_config = TrainConfig(num_envs=16, num_steps=8, total_timesteps=128,
+                                num_minibatches=4, update_epochs=1)
+    source = train(source_config, options(tmp_path / "source", compile_cache_dir))
+    start = load_checkpoint(source.last_checkpoint)
+    config = source_config.replace(total_timesteps=256, distill_coef=0.5,
+                                   distill_simulations=4, distill_envs=8,
+                                   distill_leaf="value", distill_frozen_teacher=True)
+    run = train(config, options(tmp_path / "frozen", compile_cache_dir), checkpoint=start,
+                weights_only=True)
+    assert run.updates_done == 2
+    teacher = jax.device_get(run.runner_state.teacher)
+    assert_trees_equal(teacher.params, start["runner_state"].params)
+    assert_trees_equal(teacher.return_stats, start["runner_state"].return_stats)
+    moved = [not np.array_equal(a, b) for a, b in zip(
+        jax.tree.leaves(jax.device_get(run.runner_state.params)),
+        jax.tree.leaves(start["runner_state"].params))]
+    assert any(moved)
+    assert teacher.hidden.shape == (8, config.core_width)
+    assert all(record["ppo/distill_loss"] > 0 for record in run.records)
+    resumed = train(config.replace(total_timesteps=384),
+                    options(tmp_path / "frozen", compile_cache_dir),
+                    checkpoint=load_checkpoint(run.last_checkpoint))
+    assert resumed.updates_done == 3
+    assert_trees_equal(jax.device_get(resumed.runner_state.teacher.params),
+                       start["runner_state"].params)
