@@ -195,6 +195,9 @@ class TrainConfig:
     # stop 73's collapse). With a recurrent core the teacher carries its own memory through
     # the labelled envs' games.
     distill_frozen_teacher: bool = struct.field(pytree_node=False, default=False)
+    # The tree teacher's target: "policy", its improved policy; "move", its best move,
+    # weighing only where it overrules the fitted network's greedy move.
+    distill_target: str = struct.field(pytree_node=False, default="policy")
     # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
     # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
     # windows with a recurrent core) whose return still beats the critic; the replay holds
@@ -348,6 +351,7 @@ class TrainConfig:
 
 DISTILL_LEAVES = ("game", "value")
 DISTILL_TEACHERS = ("tree", "rollout")
+DISTILL_TARGETS = ("policy", "move")
 # Where a search's prior is opened (its uniform share) and, for distillation, where the
 # teacher labels: every state, or where the env's search hooks say a program can be acquired
 # (``acquisition_in_reach``). Distillation's --distill-where and evaluate.py's
@@ -369,7 +373,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_leaf": "game", "distill_where": "always",
                       "distill_prior_mix": 0.0, "distill_teacher": "tree",
                       "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
-                      "distill_frozen_teacher": False,
+                      "distill_frozen_teacher": False, "distill_target": "policy",
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
@@ -588,6 +592,11 @@ def validate_config(config: TrainConfig) -> None:
              "--distill-min-gain applies to --distill-teacher rollout only")
         need(not config.distill_frozen_teacher or config.distill_teacher == "tree",
              "--distill-frozen-teacher applies to --distill-teacher tree only")
+        need(config.distill_target in DISTILL_TARGETS,
+             f"--distill-target must be one of {DISTILL_TARGETS}, got {config.distill_target!r}")
+        need(config.distill_target == "policy" or config.distill_teacher == "tree",
+             "--distill-target applies to --distill-teacher tree only (the rollout teacher's "
+             "target is always its overruling move)")
         labelled = config.envs_per_device
         if config.distill_envs is not None:
             devices = config.num_devices

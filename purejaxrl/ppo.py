@@ -942,7 +942,8 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
                                       prior_fn=network_prior(network, params, **mix),
                                       **search_hooks)
         _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
-        return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, **weight)
+        return overruling_targets(dict(obs=runner.obs, target=target, mask=mask, **weight),
+                                  runner, config, network)
     # A recurrent network: every node of the tree is evaluated from its parent's hidden state
     # (``network_node``), the root from the memory the env's player holds before this
     # observation (zeros at an episode's first step); the update fits the policy's step from
@@ -958,8 +959,28 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
         teacher_memory = jnp.where(episode_starts(runner)[:, None],
                                    network.initial_hidden(count), runner.teacher.hidden)
     _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, teacher_memory)
-    return dict(obs=runner.obs, target=lax.stop_gradient(target), mask=mask, hidden=memory,
-                **weight)
+    return overruling_targets(dict(obs=runner.obs, target=target, mask=mask, hidden=memory,
+                                   **weight), runner, config, network)
+
+
+def overruling_targets(targets: dict, runner: RunnerState, config: TrainConfig,
+                       network: ActorCritic) -> dict:
+    """The tree teacher's targets in the form ``distill_target`` asks: "policy", its improved
+    policy as it is; "move", its best move (the improved policy's argmax) one-hot, weighing
+    only where it is not the fitted network's greedy move (times any label weight), so that
+    the fit moves the policy where the search overrules it and leaves its entropy alone
+    where the two agree (the rollout teacher's form, SPEC §4.5)."""
+    target = lax.stop_gradient(targets["target"])
+    if config.distill_target == "policy":
+        return dict(targets, target=target)
+    count, hidden = target.shape[0], targets.get("hidden")
+    _, logits, _ = apply_step(network, runner.params, hidden, targets["obs"],
+                              None if hidden is None else jnp.zeros(count, jnp.bool_))
+    greedy = jnp.argmax(masked_logits(logits, targets["mask"]), axis=-1)
+    move = jnp.argmax(target, axis=-1)
+    overrules = (move != greedy).astype(jnp.float32)
+    return dict(targets, target=jax.nn.one_hot(move, target.shape[-1], dtype=jnp.float32),
+                weight=overrules * targets.get("weight", 1.0))
 
 
 def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,

@@ -43,8 +43,8 @@ choose_platforms()  # before anything imports JAX
 
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
-                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_TEACHERS,
-                              SEARCH_WHERE,
+                              DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_TARGETS,
+                              DISTILL_TEACHERS, SEARCH_WHERE,
                               ENCODER_CHOICES, RECURRENT_CORE_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, validate_config, validate_run_options)
@@ -63,8 +63,7 @@ _CONFIG_FLAGS = (
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
     "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
     "distill_rollouts", "distill_min_gain", "distill_envs", "distill_frozen_teacher",
-    "sil_coef",
-    "sil_windows", "sil_windows_per_update", "num_devices",
+    "distill_target", "sil_coef", "sil_windows", "sil_windows_per_update", "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
@@ -172,6 +171,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the teacher's prior and critic are the network the run starts "
                               "from (--resume CHECKPOINT --weights-only), held fixed, not the "
                               "network being fitted (tree teacher; default off)")
+    distill.add_argument("--distill-target", choices=DISTILL_TARGETS,
+                         help="the tree teacher's target: policy (its improved policy, "
+                              "default) or move (its best move, weighing only where it "
+                              "overrules the network's greedy move)")
     sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
     sil.add_argument("--sil-coef", type=finite_float, metavar="C",
                      help="weight of self-imitation: each minibatch also imitates the actions "

@@ -437,10 +437,40 @@ def test_a_frozen_teachers_memory_follows_the_labelled_envs_games():
     assert np.asarray(memory[:, 0]).tolist() == [8.0, 2.0]
 
 
+def test_the_move_target_weighs_only_where_the_search_overrules_the_greedy_move():
+    """``--distill-target move``: the target is the search's best move, one-hot, and weighs
+    1 only where it is not the fitted network's greedy move (uniform logits: action 0). Where
+    position 2 is worth 0.8 the search prefers action 1 and overrules; where it is worth
+    nothing the search agrees (action 0) and the state weighs 0. A recurrent network's greedy
+    move is read from its own memory, the teacher searching from the frozen one's."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="none", distill_target="move")
+    outcome = {}
+    for worth in (0.8, 0.0):
+        runner = fork_runner(1).replace(params=jnp.array([0.0, 0.0, worth]))
+        targets = jax.jit(lambda runner=runner: ppo.search_distillation_targets(
+            runner, config, env, ParamCritic(), jax.random.PRNGKey(0)))()
+        outcome[worth] = (np.asarray(targets["target"][0]).tolist(),
+                          float(targets["weight"][0]))
+    assert outcome == {0.8: ([0.0, 1.0], 1.0), 0.0: ([1.0, 0.0], 0.0)}
+    recurrent = config.replace(recurrent_core="gru", sequence_length=None,
+                               distill_frozen_teacher=True)
+    runner = fork_runner(1, hidden=jnp.zeros((1, 1))).replace(
+        teacher=ppo.FrozenTeacher(params=None, return_stats=fork_runner(1).return_stats,
+                                  hidden=jnp.full((1, 1), 5.0)))
+    targets = jax.jit(lambda: ppo.search_distillation_targets(
+        runner, recurrent, env, CountingCore(), jax.random.PRNGKey(0)))()
+    assert np.asarray(targets["target"][0]).tolist() == [0.0, 1.0]
+    assert float(targets["weight"][0]) == 1.0 and float(targets["hidden"][0, 0]) == 0.0
+
+
 def test_a_frozen_teacher_is_checked_before_any_work(tmp_path):
     """--distill-frozen-teacher needs the distillation on, the tree teacher, and a network to
     freeze: a run that does not start from a checkpoint's weights is refused before any work,
-    with a message naming the option."""
+    with a message naming the option; --distill-target is policy or move, the tree teacher's
+    only."""
     from purejaxrl.train import train
     from tests.trainer.toy_run import options
     frozen = CONFIG.replace(distill_coef=1.0, distill_frozen_teacher=True)
@@ -450,6 +480,12 @@ def test_a_frozen_teacher_is_checked_before_any_work(tmp_path):
     with pytest.raises(ConfigError, match="--distill-frozen-teacher applies to "
                                           "--distill-teacher tree only"):
         validate_config(frozen.replace(distill_teacher="rollout"))
+    validate_config(frozen.replace(distill_target="move"))
+    with pytest.raises(ConfigError, match="--distill-target must be one of"):
+        validate_config(frozen.replace(distill_target="value"))
+    with pytest.raises(ConfigError, match="--distill-target applies to --distill-teacher tree"):
+        validate_config(CONFIG.replace(distill_coef=1.0, distill_teacher="rollout",
+                                       distill_target="move"))
     with pytest.raises(ConfigError, match="--distill-frozen-teacher needs --resume CHECKPOINT "
                                           "--weights-only"):
         train(frozen, options(tmp_path, None))
