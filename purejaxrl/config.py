@@ -597,14 +597,13 @@ def validate_config(config: TrainConfig) -> None:
         need(config.distill_target == "policy" or config.distill_teacher == "tree",
              "--distill-target applies to --distill-teacher tree only (the rollout teacher's "
              "target is always its overruling move)")
-        labelled = config.envs_per_device
         if config.distill_envs is not None:
             devices = config.num_devices
             need(isinstance(config.distill_envs, int) and 1 <= config.distill_envs
                  <= config.num_envs and config.distill_envs % devices == 0,
                  f"--distill-envs must be in [1, --num-envs {config.num_envs}] and divisible "
                  f"by the device count ({devices}), got {config.distill_envs!r}")
-            labelled = config.distill_envs // devices
+        labelled = config.distill_envs_per_device
         # Every minibatch fits an equal share of the envs' search targets.
         need(labelled % config.num_minibatches == 0,
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "

@@ -915,7 +915,7 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     env's (``distill_leaf`` "game") or the teacher network's (``"value"``:
     ``critic_objective``)."""
     if config.distill_envs is not None:  # the first envs of this device alone are labelled
-        first = config.distill_envs // config.num_devices
+        first = config.distill_envs_per_device
         runner = runner.replace(
             obs=jax.tree.map(lambda x: x[:first], runner.obs),
             env_state=jax.tree.map(lambda x: x[:first], runner.env_state),
