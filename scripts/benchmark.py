@@ -8,6 +8,11 @@ counts. Prints a table and appends one JSON line per configuration to a ledger.
     python scripts/benchmark.py --compare abc1234 cpu-split     # ratios B/A per configuration
     python scripts/benchmark.py --mode train --num-envs 65536 --compile-only  # will it fit?
 
+Every train row records ``program_sha256``, a digest of the chunk's lowered program (StableHLO
+text, no source locations): two commits whose rows carry the same digest compile the same
+program, so a change that sits behind an option that is off can be shown to leave the default
+update untouched without timing it; ``--compare`` says ``same`` or ``differs`` per configuration.
+
 ``--devices N`` runs each measurement in a subprocess that sees N forced host (CPU) devices
 (``XLA_FLAGS=--xla_force_host_platform_device_count=N``) and trains data-parallel over them.
 """
@@ -15,6 +20,7 @@ counts. Prints a table and appends one JSON line per configuration to a ledger.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import platform
@@ -40,6 +46,13 @@ NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth", "
 
 # ---------------------------------------------------------------------------- measurement
 # jax is imported only inside these functions: XLA_FLAGS must be final before the first import.
+
+def program_digest(lowered) -> str:
+    """The first 16 hex digits of the SHA-256 of a lowered program's StableHLO text. The text
+    carries no source locations (``as_text``'s default), so moving code or renaming a file
+    changes nothing; any change to what is computed (an op, a shape, a constant) does."""
+    return hashlib.sha256(lowered.as_text().encode()).hexdigest()[:16]
+
 
 def bench_env(num_envs: int, num_steps: int, repeats: int, seed: int, reward_shaping: str,
               acquire_macro: bool = False) -> dict:
@@ -124,6 +137,7 @@ def bench_train(args, num_envs: int) -> dict:
         "sil_coef": config.sil_coef, "acquire_macro": args.acquire_macro,
         "exit_distance_view": args.exit_distance_view,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
+        "program_sha256": program_digest(lowered),
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
         "xla_memory_mb": chunk.memory_mb(),
         "device": jax.devices()[0].device_kind, "device_count": jax.device_count(),
@@ -241,6 +255,14 @@ def config_key(row: dict) -> tuple:
     return key + ((row.get("core_width") if core != "none" else None),)
 
 
+def same_program(ra: dict, rb: dict) -> str:
+    """'same' or 'differs' by the rows' program digests; '-' if either has none (env rows,
+    rows from before the digest)."""
+    if not ra.get("program_sha256") or not rb.get("program_sha256"):
+        return "-"
+    return "same" if ra["program_sha256"] == rb["program_sha256"] else "differs"
+
+
 def compare(ledger: str, a: str, b: str) -> int:
     rows = read_ledger(ledger)
     picked = {}
@@ -256,9 +278,11 @@ def compare(ledger: str, a: str, b: str) -> int:
     if not common:
         print(f"--compare: {a!r} and {b!r} share no configuration", file=sys.stderr)
         return 2
-    print(f"B/A with A={a!r}, B={b!r} (steps/s: > 1 is faster; compile: < 1 is faster)")
+    print(f"B/A with A={a!r}, B={b!r} (steps/s: > 1 is faster; compile: < 1 is faster; "
+          f"program: the lowered update's digests, '-' where a row predates them)")
     print(f"{'mode':>5} {'env':>10} {'envs':>6} {'steps':>5} {'dev':>3} {'A steps/s':>12} "
-          f"{'B steps/s':>12} {'ratio':>6} {'A compile s':>11} {'B compile s':>11} {'ratio':>6}")
+          f"{'B steps/s':>12} {'ratio':>6} {'A compile s':>11} {'B compile s':>11} {'ratio':>6} "
+          f"{'program':>8}")
     for key in sorted(common, key=lambda k: tuple(str(x) for x in k)):
         ra, rb = picked[a][key], picked[b][key]
         compile_a = ra["trace_lower_s"] + ra["compile_s"]
@@ -267,7 +291,8 @@ def compare(ledger: str, a: str, b: str) -> int:
         compile_ratio = compile_b / compile_a if compile_a else float("nan")
         print(f"{ra['benchmark']:>5} {key[1]:>10} {ra['num_envs']:>6} {ra['num_steps']:>5} "
               f"{ra['device_count']:>3} {ra['sps_median']:>12,.0f} {rb['sps_median']:>12,.0f} "
-              f"{sps_ratio:>6.2f} {compile_a:>11.2f} {compile_b:>11.2f} {compile_ratio:>6.2f}")
+              f"{sps_ratio:>6.2f} {compile_a:>11.2f} {compile_b:>11.2f} {compile_ratio:>6.2f} "
+              f"{same_program(ra, rb):>8}")
     only = [k for k in list(picked[a]) + list(picked[b]) if k not in common]
     if only:
         print(f"({len(only)} configuration(s) measured on one side only, not compared)")

@@ -26,6 +26,27 @@ def test_compare_tells_configurations_apart_by_core_and_head_width():
     assert module.config_key(flat) == module.config_key({**flat, "core_width": 128})
 
 
+def test_the_program_digest_changes_with_what_is_computed_only():
+    """Two lowerings of one function have one digest (no source locations in the text); a
+    changed constant or input shape is another program. --compare reads '-' where a row has no
+    digest (env rows, rows from before it)."""
+    import jax
+    import jax.numpy as jnp
+    module = load_benchmark()
+
+    def lowered(scale, shape=(3,)):
+        return jax.jit(lambda x: jnp.sin(x) * scale).lower(jnp.zeros(shape))
+
+    digest = module.program_digest(lowered(2.0))
+    assert digest == module.program_digest(lowered(2.0)) and len(digest) == 16
+    assert digest != module.program_digest(lowered(3.0))
+    assert digest != module.program_digest(lowered(2.0, (4,)))
+    row = {"program_sha256": digest}
+    assert module.same_program(row, dict(row)) == "same"
+    assert module.same_program(row, {"program_sha256": "0" * 16}) == "differs"
+    assert module.same_program(row, {}) == "-"
+
+
 def test_the_acquire_macro_is_refused_for_an_env_without_it(capsys):
     """--acquire-macro is HackMatrix's option: with --env toy it is one line and exit 2, before
     anything is measured or written."""

@@ -28,7 +28,7 @@ MEASUREMENT_KEYS = {"benchmark", "num_envs", "num_steps", "repeats", "trace_lowe
 TRAIN_KEYS = MEASUREMENT_KEYS | {"env", "num_devices", "global_batch", "num_minibatches",
                                  "update_epochs", "updates_per_chunk", "updates_done",
                                  "update_s_median", "update_s_min", "update_s_max", "config",
-                                 "xla_memory_mb"}
+                                 "xla_memory_mb", "program_sha256"}
 
 
 def run(script, *args, extra_env=None):
@@ -113,6 +113,8 @@ def test_compile_only_reports_the_memory_xla_assigns_and_runs_nothing(tmp_path):
         assert "sps_median" not in row and "updates_done" not in row
         assert set(row["xla_memory_mb"]) == {"arguments", "outputs", "aliased", "temporaries"}
     assert large["xla_memory_mb"]["temporaries"] > small["xla_memory_mb"]["temporaries"] > 0
+    # Another batch shape is another program.
+    assert small["program_sha256"] != large["program_sha256"]
     assert done.stdout.count("compiled only: XLA needs") == 2
     # Self-imitation's replay is part of the runner state: more arguments, recorded weight.
     imitating = run(BENCHMARK, "--mode", "train", "--num-envs", "256", *TINY_TRAIN,
@@ -123,23 +125,27 @@ def test_compile_only_reports_the_memory_xla_assigns_and_runs_nothing(tmp_path):
     assert replayed["sil_coef"] == replayed["config"]["sil_coef"] == 0.02
     assert small["sil_coef"] == 0.0
     assert replayed["xla_memory_mb"]["arguments"] > small["xla_memory_mb"]["arguments"]
+    assert replayed["program_sha256"] != small["program_sha256"]
     refused = run(BENCHMARK, "--mode", "env", "--num-envs", "2", "--compile-only",
                   "--ledger", path)
     assert refused.returncode == 2 and "--compile-only needs --mode train" in refused.stderr
 
 
 def test_compare_prints_ratios_for_shared_configurations(ledger):
-    """--compare A B matches rows by label; only the train configuration is on both sides."""
+    """--compare A B matches rows by label; only the train configuration is on both sides. The
+    same configuration lowered in this process and in the --devices subprocess is the same
+    program, and --compare says so."""
     path, rows, _ = ledger
     result = run(BENCHMARK, "--ledger", path, "--compare", "first", "second")
     assert result.returncode == 0, result.stderr
     data = [line.split() for line in result.stdout.splitlines() if line.startswith("train")]
     assert len(data) == 1
-    sps_ratio, compile_ratio = float(data[0][-4]), float(data[0][-1])
+    sps_ratio, compile_ratio, program = float(data[0][-5]), float(data[0][-2]), data[0][-1]
     first, second = rows[1], rows[2]
     assert sps_ratio == pytest.approx(second["sps_median"] / first["sps_median"], abs=0.01)
     total = lambda r: r["trace_lower_s"] + r["compile_s"]  # noqa: E731
     assert compile_ratio == pytest.approx(total(second) / total(first), abs=0.01)
+    assert first["program_sha256"] == second["program_sha256"] and program == "same"
     assert "1 configuration(s) measured on one side only" in result.stdout
 
 
