@@ -287,11 +287,15 @@ def compare(ledger: str, a: str, b: str) -> int:
         ra, rb = picked[a][key], picked[b][key]
         compile_a = ra["trace_lower_s"] + ra["compile_s"]
         compile_b = rb["trace_lower_s"] + rb["compile_s"]
-        sps_ratio = rb["sps_median"] / ra["sps_median"] if ra["sps_median"] else float("nan")
+        # --compile-only rows ran nothing: their steps/s are '-', their compile and program count.
+        sps_a, sps_b = ra.get("sps_median"), rb.get("sps_median")
+        sps_ratio = f"{sps_b / sps_a:>6.2f}" if sps_a and sps_b is not None else f"{'-':>6}"
+        sps_a = f"{sps_a:>12,.0f}" if sps_a is not None else f"{'-':>12}"
+        sps_b = f"{sps_b:>12,.0f}" if sps_b is not None else f"{'-':>12}"
         compile_ratio = compile_b / compile_a if compile_a else float("nan")
         print(f"{ra['benchmark']:>5} {key[1]:>10} {ra['num_envs']:>6} {ra['num_steps']:>5} "
-              f"{ra['device_count']:>3} {ra['sps_median']:>12,.0f} {rb['sps_median']:>12,.0f} "
-              f"{sps_ratio:>6.2f} {compile_a:>11.2f} {compile_b:>11.2f} {compile_ratio:>6.2f} "
+              f"{ra['device_count']:>3} {sps_a} {sps_b} "
+              f"{sps_ratio} {compile_a:>11.2f} {compile_b:>11.2f} {compile_ratio:>6.2f} "
               f"{same_program(ra, rb):>8}")
     only = [k for k in list(picked[a]) + list(picked[b]) if k not in common]
     if only:

@@ -2,6 +2,7 @@
 configuration on both sides (which fields make a configuration, a pure function of the rows),
 and an option the env cannot take is refused before any work."""
 
+import json
 import os
 
 import pytest
@@ -68,3 +69,17 @@ def test_the_exit_distance_view_is_refused_where_it_changes_nothing(refused, cap
         load_benchmark().main(argv)
     assert exit_info.value.code == 2
     assert "--exit-distance-view needs --env hackmatrix" in capsys.readouterr().err
+
+
+def test_compare_of_compile_only_rows_reads_compile_and_program(tmp_path, capsys):
+    """--compile-only rows ran nothing: --compare prints '-' for their steps/s instead of
+    failing, and still compares compile time and program."""
+    row = {"benchmark": "train-compile", "env": "hackmatrix", "num_envs": 2048, "num_steps": 128,
+           "device_count": 1, "num_devices": 1, "trace_lower_s": 1.0, "compile_s": 9.0,
+           "program_sha256": "ab" * 8}
+    path = tmp_path / "results.jsonl"
+    path.write_text(json.dumps({**row, "label": "before"}) + "\n"
+                    + json.dumps({**row, "label": "after", "compile_s": 4.0}) + "\n")
+    assert load_benchmark().main(["--ledger", str(path), "--compare", "before", "after"]) == 0
+    line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("train-compile")][0]
+    assert line.split()[-7:] == ["-", "-", "-", "10.00", "5.00", "0.50", "same"]
