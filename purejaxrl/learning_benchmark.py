@@ -353,9 +353,6 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
                 if all(row.get(j.key) is not None for row in judged_rows)]
         return held[0].tag if held else "-"
 
-    header = (f"{'label':<40}{'seeds':>6}{'backend':>8}{'greedy by seed':>24}{'median':>8}"
-              f"{'sampled':>8}{'wins by seed':>14}{'>=6':>7}{'prog/ep':>8}{'steps/s':>9}"
-              f"{'h/seed':>7}{'judged':>7}")
     lines = []
     for name in (name for name in TIERS if tier in (None, name)):
         in_tier = [row for row in rows if row.get("tier") == name]
@@ -363,6 +360,11 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
         if not labels:
             continue
         boards = sorted({row.get("eval_episodes") for row in in_tier} - {None})
+        # Every label whole: two configurations never print as one.
+        width = max([40] + [len(label) + 1 for label in labels])
+        header = (f"{'label':<{width}}{'seeds':>6}{'backend':>8}{'greedy by seed':>24}"
+                  f"{'median':>8}{'sampled':>8}{'wins by seed':>14}{'>=6':>7}{'prog/ep':>8}"
+                  f"{'steps/s':>9}{'h/seed':>7}{'judged':>7}")
         lines += [f"{name} tier: {', '.join(map(str, boards)) or '?'} held-out boards per "
                   "policy; wins, >=6 (games reaching stage 6) and prog/ep of greedy play; "
                   "sampled, >=6, prog/ep, steps/s and h/seed are medians over the seeds", header]
@@ -375,7 +377,7 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
             key, _ = score_of(greedy[0])
             by_seed = " ".join(f"{summary[key]:.2f}" for summary in greedy)
             lines.append(
-                f"{label[:39]:<40}{len(seeds):>6}{seeds[0].get('backend', '-'):>8}"
+                f"{label:<{width}}{len(seeds):>6}{seeds[0].get('backend', '-'):>8}"
                 f"{by_seed[:23]:>24}{median([s[key] for s in greedy]):>8.2f}"
                 f"{median([s[key] for s in sampled]):>8.2f}"
                 f"{' '.join(wins(s, row) for s, row in zip(greedy, seeds))[:13]:>14}"
@@ -394,7 +396,7 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
         for policy, row in sorted(newest.items()):
             summary = honest(row)
             key, _ = score_of(summary)
-            lines.append(f"{'(' + policy + ')':<40}{'':>38}{summary[key]:>8.2f}{'':>8}"
+            lines.append(f"{'(' + policy + ')':<{width}}{'':>38}{summary[key]:>8.2f}{'':>8}"
                          f"{wins(summary, row):>14}" + cell(reached(summary, 6), ".1%", 7))
         lines.append("")
     if not lines:

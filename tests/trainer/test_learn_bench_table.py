@@ -75,3 +75,17 @@ def test_the_ledger_overview_shows_every_seed_the_median_and_the_baselines():
     only_full = ledger_overview(overview_rows(), "full")
     assert "long-one" in only_full and "standard" not in only_full
     assert ledger_overview(overview_rows(), "long") == "no seed rows in the long tier"
+
+
+def test_the_overview_prints_every_label_whole():
+    """Two configurations whose labels share their first 40 characters are two lines that
+    differ, each label printed whole, the columns after it aligned with the header."""
+    stem = "acquire-macro-reset-startreset-lrfloor02-"
+    rows = [row for row in overview_rows() if row["tier"] == "full"]
+    rows = [{**rows[0], "label": stem + "full"}, {**rows[0], "label": stem + "full-rerun"}]
+    lines = ledger_overview(rows).splitlines()
+    header = next(line for line in lines if line.startswith("label"))
+    full = next(line for line in lines if line.startswith(stem + "full "))
+    rerun = next(line for line in lines if line.startswith(stem + "full-rerun "))
+    assert len(header) == len(full) == len(rerun)
+    assert header.index("seeds") + len("seeds") == full.index(" 1 ") + len(" 1")
