@@ -404,6 +404,66 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
     return "\n".join(lines).rstrip()
 
 
+def clear_rates(summary: dict) -> dict:
+    """{stage: share of the games that started it and cleared it} of a summary's stage report
+    (empty for rows without one; None where no game started the stage)."""
+    return {row["stage"]: row.get("clear_rate") for row in summary.get("stages") or []
+            if "clear_rate" in row}
+
+
+def ledger_stage_overview(rows: list[dict], tier: Optional[str] = None) -> str:
+    """Where each configuration of a ledger loses its games: per tier, one line per label with
+    the median over its seeds of the greedy clear rate of every stage (of the games that
+    started a stage, the share that cleared it, in %), then the median honest win rate; the
+    tier's baselines close its group. Two configurations that lose their games on different
+    stages show it here, where the mean stage alone hides it. Labels whose rows carry no
+    per-stage report (older rows, envs without stages) are left out and counted."""
+    lines = []
+    for name in (name for name in TIERS if tier in (None, name)):
+        in_tier = [row for row in rows if row.get("tier") == name]
+        labels = list(dict.fromkeys(row["label"] for row in in_tier if row.get("kind") == "seed"))
+        groups, left_out = [], 0
+        for label in labels:
+            seeds = [row for row in in_tier if row["label"] == label and row.get("kind") == "seed"]
+            rates = [clear_rates(honest(row)["greedy"]) for row in seeds]
+            if not all(rates):
+                left_out += 1
+                continue
+            groups.append((label, seeds, rates))
+        if not groups:
+            continue
+        stages = sorted({stage for _, _, rates in groups for r in rates for stage in r})
+        width = max([40] + [len(label) + 1 for label, _, _ in groups])
+        lines += [f"{name} tier: greedy clear rate by stage (%, of the games that started it; "
+                  "median over the seeds), honest wins (%, median)",
+                  f"{'label':<{width}}{'seeds':>6}"
+                  + "".join(f"{'st' + str(stage):>6}" for stage in stages) + f"{'wins':>7}"]
+
+        def percent(value, cell=6):
+            return f"{'-' if value is None else format(100 * value, '.0f'):>{cell}}"
+        for label, seeds, rates in groups:
+            win = median([honest(row)["greedy"].get("win_rate") for row in seeds])
+            lines.append(f"{label:<{width}}{len(seeds):>6}"
+                         + "".join(percent(median([r.get(stage) for r in rates]))
+                                   for stage in stages)
+                         + f"{'-' if win is None else format(100 * win, '.1f'):>7}")
+        newest = {}
+        for row in in_tier:
+            if row.get("kind") == "baseline" and clear_rates(honest(row)):
+                newest[row["policy"]] = row
+        for policy, row in sorted(newest.items()):
+            rates, win = clear_rates(honest(row)), honest(row).get("win_rate")
+            lines.append(f"{'(' + policy + ')':<{width}}{'':>6}"
+                         + "".join(percent(rates.get(stage)) for stage in stages)
+                         + f"{'-' if win is None else format(100 * win, '.1f'):>7}")
+        if left_out:
+            lines.append(f"({left_out} label(s) of this tier have no per-stage report)")
+        lines.append("")
+    if not lines:
+        return "no seed rows with a per-stage report" + (f" in the {tier} tier" if tier else "")
+    return "\n".join(lines).rstrip()
+
+
 def plot_learning_curves(path: str, label: str, seed_rows: list[dict], baselines: dict) -> None:
     """PNG: every seed's training stage against env steps, its final greedy evaluation as a
     marker, and the baselines' evaluation levels as horizontal lines."""

@@ -9,6 +9,7 @@ append the rows to benchmarks/learning/ledger.jsonl and draw the learning curve 
     python scripts/learn_bench.py --tier standard --label gamma995 -- --gamma 0.995
     python scripts/learn_bench.py --tier standard --vmap-seeds      # 3 seeds in one program
     python scripts/learn_bench.py --overview                        # the ledger in one table
+    python scripts/learn_bench.py --overview --by-stage             # where each loses its games
 
 Flags after ``--`` are training flags of scripts/train_purejaxrl.py (same defaults); the tier
 sets --total-timesteps (unless given there) and --num-envs 2048 (unless given). Every seed is
@@ -43,6 +44,7 @@ from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
                                           REFERENCE_LEDGER, TIERS, ledger_overview,
+                                          ledger_stage_overview,
                                           read_jsonl, run)
 from purejaxrl.train import train
 
@@ -76,6 +78,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="train nothing: print every configuration of the ledger (of --tier "
                              "alone if given) in one table, every seed's greedy stage, honest "
                              "wins, medians and what a seed cost, the baselines beside them")
+    parser.add_argument("--by-stage", action="store_true",
+                        help="with --overview: each configuration's greedy clear rate of every "
+                             "stage (median over its seeds) instead, where it loses its games")
     parser.add_argument("train_flags", nargs=argparse.REMAINDER,
                         help="-- followed by training flags of train_purejaxrl.py")
     return parser
@@ -96,7 +101,7 @@ def print_overview(args, train_flags: list[str]) -> int:
         print(f"error: {ledger} is not a JSONL ledger ({error})", file=sys.stderr)
         return 2
     print(f"{ledger}:")
-    print(ledger_overview(rows, args.tier))
+    print((ledger_stage_overview if args.by_stage else ledger_overview)(rows, args.tier))
     return 0
 
 
@@ -105,6 +110,9 @@ def main(argv=None) -> int:
     train_flags = args.train_flags[1:] if args.train_flags[:1] == ["--"] else args.train_flags
     if args.overview:
         return print_overview(args, train_flags)
+    if args.by_stage:
+        print("error: --by-stage is a form of --overview", file=sys.stderr)
+        return 2
     train_parser = train_purejaxrl.build_parser()
     try:
         train_args = train_parser.parse_args(train_flags)

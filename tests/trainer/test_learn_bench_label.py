@@ -39,7 +39,8 @@ def test_a_run_directory_that_holds_a_run_is_refused_before_any_work(tmp_path, c
 
 def test_the_overview_prints_the_ledger_and_refuses_training_flags(tmp_path, capsys):
     """--overview trains nothing: it prints the ledger's table; given training flags, or a
-    ledger that does not exist, it says so in one line and exits 2."""
+    ledger that does not exist, it says so in one line and exits 2, as --by-stage does
+    without --overview."""
     ledger = tmp_path / "ledger.jsonl"
     judged = {"greedy": {"stage_mean": 4.5}, "sampled": {"stage_mean": 4.4}}
     ledger.write_text(json.dumps({"label": "x", "tier": "smoke", "kind": "seed", "seed": 0,
@@ -53,4 +54,6 @@ def test_the_overview_prints_the_ledger_and_refuses_training_flags(tmp_path, cap
         err = [line for line in capsys.readouterr().err.splitlines()
                if not line.startswith("backend:")]
         assert len(err) == 1 and err[0].startswith("error:")
+    assert learn_bench_main(["--by-stage", "--ledger", str(ledger)]) == 2  # not a training flag
+    assert "--by-stage is a form of --overview" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists() and ledger.read_text().count("\n") == 1

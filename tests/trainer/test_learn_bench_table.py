@@ -1,6 +1,7 @@
 """The learning benchmark's summary table, from ledger rows alone (no training): the honest
 judgement shown, the stages reached, and what each seed cost."""
-from purejaxrl.learning_benchmark import honest, ledger_overview, summary_table
+from purejaxrl.learning_benchmark import (honest, ledger_overview, ledger_stage_overview,
+                                          summary_table)
 
 
 def test_the_summary_table_shows_the_closed_loop_judgement_and_stage_reach():
@@ -89,3 +90,35 @@ def test_the_overview_prints_every_label_whole():
     rerun = next(line for line in lines if line.startswith(stem + "full-rerun "))
     assert len(header) == len(full) == len(rerun)
     assert header.index("seeds") + len("seeds") == full.index(" 1 ") + len(" 1")
+
+
+def test_the_stage_overview_shows_each_stage_clear_rate_as_the_median_over_seeds():
+    """--overview --by-stage: per label, every stage's greedy clear rate (%) as the median over
+    its seeds (from the closed-loop judgement), then the median honest win rate; the tier's
+    baselines close the group; a label without per-stage reports is left out and counted."""
+    def judged(clears, win):
+        stages = [{"stage": k, "reached": 1.0, "clear_rate": c} for k, c in enumerate(clears, 1)]
+        return {"stage_mean": 3.0, "win_rate": win, "stages": stages}
+
+    def seed(label, number, clears, win):
+        both = {m: judged(clears, win) for m in ("greedy", "sampled")}
+        parity = {m: judged((0.0, 0.0, 0.0), 0.9) for m in ("greedy", "sampled")}
+        return {"label": label, "tier": "full", "kind": "seed", "seed": number,
+                "eval": parity, "eval_closed": both}
+    rows = [seed("early", 0, (1.0, 0.9, 0.2), 0.0), seed("early", 1, (0.9, 0.7, 0.4), 0.02),
+            seed("early", 2, (0.8, 0.8, None), 0.01),
+            {"label": "old", "tier": "full", "kind": "seed", "seed": 0,
+             "eval": {m: {"stage_mean": 4.0} for m in ("greedy", "sampled")}},
+            {"label": "early", "tier": "full", "kind": "baseline", "policy": "heuristic",
+             "eval": judged((1.0, 0.5, 0.25), 0.0)}]
+    lines = ledger_stage_overview(rows).splitlines()
+    header = next(line for line in lines if line.startswith("label"))
+    assert header.split()[1:] == ["seeds", "st1", "st2", "st3", "wins"]
+    assert next(line for line in lines if line.startswith("early ")).split() == \
+        ["early", "3", "90", "80", "30", "1.0"]
+    assert next(line for line in lines if line.startswith("(heuristic)")).split() == \
+        ["(heuristic)", "100", "50", "25", "0.0"]
+    assert not any(line.startswith("old ") for line in lines)
+    assert "(1 label(s) of this tier have no per-stage report)" in lines
+    assert ledger_stage_overview(rows, "long") == \
+        "no seed rows with a per-stage report in the long tier"
