@@ -63,7 +63,28 @@ def stages_reward(reward: jax.Array, breakdown: dict) -> jax.Array:
     return total
 
 
-TRAINING_REWARDS = {"progress": progress_reward, "stages": stages_reward}
+# What "stage-count" keeps beside its point per stage: the potential-style shaping terms only.
+STAGE_COUNT_SHAPING = ("distance_shaping", "program_shaping")
+
+
+def stage_count_reward(reward: jax.Array, breakdown: dict) -> jax.Array:
+    """The "stage-count" training reward: one point for each stage completed (the winning step
+    completes the eighth and pays one point, not Swift's 64 + 500 + 100 x score), with the
+    potential-style shaping terms, nothing else. Its undiscounted return is the number of
+    stages a game completes, the learning benchmark's own judge (mean stage reached, wins
+    being the eighth completion), where Swift's payouts double with each stage and a win pays
+    several hundred: under those a policy that trades early deaths for a few more wins earns
+    more, and is judged worse."""
+    completed = (breakdown["stage_completion"] > 0) | (breakdown["victory"] > 0)
+    total = completed.astype(jnp.float32)
+    for name in STAGE_COUNT_SHAPING:
+        if name in breakdown:
+            total = total + breakdown[name]
+    return total
+
+
+TRAINING_REWARDS = {"progress": progress_reward, "stages": stages_reward,
+                    "stage-count": stage_count_reward}
 
 # Folded into a new game's key for the start-programs draw, so that the board, the corner and
 # the starting bonus are those of the game without the option.

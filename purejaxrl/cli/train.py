@@ -83,7 +83,9 @@ def build_parser() -> argparse.ArgumentParser:
                           "progress: without the components that only pay for postponing "
                           "death (damage, recovery, death penalties) and without the penalty "
                           "for spending resources; stages: only the stage payouts, the "
-                          "victory and the potential shaping terms)")
+                          "victory and the potential shaping terms; stage-count: one point "
+                          "per stage completed, the win included, and the potential shaping "
+                          "terms: the return is the benchmark's judge)")
     env.add_argument("--curriculum-share", type=float,
                      help="(envs with stages) start this share of training episodes from a "
                           "stage start the "

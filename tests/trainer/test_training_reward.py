@@ -1,7 +1,7 @@
 """What PPO optimises: the env's reward or one of its training rewards (HackMatrix's "progress":
-its components without the timing-only ones), reward normalisation by the running return std
-(PureJaxRL's NormalizeVecReward idea), and configs from before these options resuming with them
-off."""
+its components without the timing-only ones; "stages"; "stage-count": a point per stage),
+reward normalisation by the running return std (PureJaxRL's NormalizeVecReward idea), and
+configs from before these options resuming with them off."""
 
 import jax.numpy as jnp
 import numpy as np
@@ -75,6 +75,34 @@ def test_stages_training_reward_pays_only_progress_through_the_game():
     # Every component but those named is left out: the list is of components that exist.
     from envs.hackmatrix.training import STAGE_COMPONENTS
     assert set(STAGE_COMPONENTS) <= set(REWARD_COMPONENTS) | {"program_shaping"}
+
+
+def test_stage_count_training_reward_pays_one_point_per_stage_completed():
+    """HackMatrix's "stage-count": a stage completion pays 1 whatever Swift's payout (1 on
+    stage 1, 32 on stage 6), the winning step 1 (not 64 + 500 + 100 x score), plus the
+    potential-style shaping; kills, pickups, resources, score and a death pay nothing. Over a
+    game the points are the stages completed, the benchmark's judge."""
+    count = HackMatrix.training_rewards["stage-count"]
+    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
+    busy = dict(zero, step_penalty=jnp.float32(-0.01), kills=jnp.float32(0.3),
+                data_siphon=jnp.float32(1.0), resource_gain=jnp.float32(0.15),
+                score_gain=jnp.float32(1.5), distance_shaping=jnp.float32(0.05))
+    np.testing.assert_allclose(count(jnp.float32(2.99), busy), 0.05, rtol=1e-6)
+    for payout in (1.0, 32.0):
+        clear = dict(zero, stage_completion=jnp.float32(payout),
+                     distance_shaping=jnp.float32(-0.2), resource_holding=jnp.float32(0.3))
+        np.testing.assert_allclose(count(jnp.float32(payout), clear), 0.8, rtol=1e-6)
+    win = dict(zero, stage_completion=jnp.float32(64.0), victory=jnp.float32(1700.0))
+    assert float(count(jnp.float32(1764.0), win)) == 1.0
+    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
+                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
+    assert float(count(jnp.float32(-12.51), death)) == 0.0
+    # A game: stages 1-3 cleared, then death: 3 points, where Swift's payouts give 1 + 2 + 4.
+    game = [dict(zero, stage_completion=jnp.float32(p)) for p in (1.0, 2.0, 4.0)] + [death]
+    assert sum(float(count(jnp.float32(0.0), step)) for step in game) == 3.0
+    from envs.hackmatrix.training import STAGE_COUNT_SHAPING
+    assert set(STAGE_COUNT_SHAPING) <= set(REWARD_COMPONENTS) | {"program_shaping"}
+    assert {"stage_completion", "victory"} <= set(REWARD_COMPONENTS)
 
 
 def test_the_trainer_offers_env_and_the_envs_training_rewards_over_any_batch():
