@@ -36,6 +36,19 @@ def test_config_from_before_the_option_resumes_with_the_behaviour_of_its_time():
     assert config.normalize_rewards is False and config.encoder == "flat"
 
 
+def breakdowns():
+    """Reward breakdowns of HackMatrix: all zero; a busy step (it kills, picks up a data siphon,
+    gains resources and score, and moves 0.05 of shaping towards the exit); a death on stage 3
+    beside a siphon-spawned enemy (programs-rewards-observation §8.11's -12.51)."""
+    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
+    busy = dict(zero, step_penalty=jnp.float32(-0.01), kills=jnp.float32(0.3),
+                data_siphon=jnp.float32(1.0), resource_gain=jnp.float32(0.15),
+                score_gain=jnp.float32(1.5), distance_shaping=jnp.float32(0.05))
+    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
+                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
+    return zero, busy, death
+
+
 def test_progress_training_reward_drops_timing_only_components_and_spending_penalty():
     """HackMatrix's hook: a death step on stage 3 next to a siphon-spawned enemy
     (programs-rewards-observation §8.11's -12.51 example) pays only the step penalty under
@@ -43,9 +56,7 @@ def test_progress_training_reward_drops_timing_only_components_and_spending_pena
     def training_reward(config, reward, breakdown):
         return HackMatrix.training_rewards[config.training_reward](reward, breakdown)
 
-    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
-    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
-                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
+    zero, _, death = breakdowns()
     progress = TrainConfig(training_reward="progress")
     np.testing.assert_allclose(training_reward(progress, jnp.float32(-12.51), death), -0.01)
     spend = dict(zero, step_penalty=jnp.float32(-0.01), resource_gain=jnp.float32(-0.2))
@@ -61,16 +72,11 @@ def test_stages_training_reward_pays_only_progress_through_the_game():
     score, and moves towards the exit pays only its distance shaping; a stage completion pays
     its payout (and the shaping), with the resource holding left out; a death pays nothing."""
     stages = HackMatrix.training_rewards["stages"]
-    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
-    busy = dict(zero, step_penalty=jnp.float32(-0.01), kills=jnp.float32(0.3),
-                data_siphon=jnp.float32(1.0), resource_gain=jnp.float32(0.15),
-                score_gain=jnp.float32(1.5), distance_shaping=jnp.float32(0.05))
+    zero, busy, death = breakdowns()
     np.testing.assert_allclose(stages(jnp.float32(2.99), busy), 0.05, rtol=1e-6)
     clear = dict(zero, step_penalty=jnp.float32(-0.01), stage_completion=jnp.float32(4.0),
                  resource_holding=jnp.float32(0.3), distance_shaping=jnp.float32(-0.2))
     np.testing.assert_allclose(stages(jnp.float32(4.09), clear), 3.8, rtol=1e-6)
-    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
-                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
     assert float(stages(jnp.float32(-12.51), death)) == 0.0
     # Every component but those named is left out: the list is of components that exist.
     from envs.hackmatrix.training import STAGE_COMPONENTS
@@ -83,10 +89,7 @@ def test_stage_count_training_reward_pays_one_point_per_stage_completed():
     potential-style shaping; kills, pickups, resources, score and a death pay nothing. Over a
     game the points are the stages completed, the benchmark's judge."""
     count = HackMatrix.training_rewards["stage-count"]
-    zero = {name: jnp.float32(0.0) for name in REWARD_COMPONENTS}
-    busy = dict(zero, step_penalty=jnp.float32(-0.01), kills=jnp.float32(0.3),
-                data_siphon=jnp.float32(1.0), resource_gain=jnp.float32(0.15),
-                score_gain=jnp.float32(1.5), distance_shaping=jnp.float32(0.05))
+    zero, busy, death = breakdowns()
     np.testing.assert_allclose(count(jnp.float32(2.99), busy), 0.05, rtol=1e-6)
     for payout in (1.0, 32.0):
         clear = dict(zero, stage_completion=jnp.float32(payout),
@@ -94,8 +97,6 @@ def test_stage_count_training_reward_pays_one_point_per_stage_completed():
         np.testing.assert_allclose(count(jnp.float32(payout), clear), 0.8, rtol=1e-6)
     win = dict(zero, stage_completion=jnp.float32(64.0), victory=jnp.float32(1700.0))
     assert float(count(jnp.float32(1764.0), win)) == 1.0
-    death = dict(zero, step_penalty=jnp.float32(-0.01), damage_penalty=jnp.float32(-1.0),
-                 death_penalty=jnp.float32(-1.5), siphon_death_penalty=jnp.float32(-10.0))
     assert float(count(jnp.float32(-12.51), death)) == 0.0
     # A game: stages 1-3 cleared, then death: 3 points, where Swift's payouts give 1 + 2 + 4.
     game = [dict(zero, stage_completion=jnp.float32(p)) for p in (1.0, 2.0, 4.0)] + [death]
