@@ -330,6 +330,22 @@ def throughput_line(row: dict) -> str:
             + f", compile {row['compile_seconds']:.0f} s")
 
 
+def seed_groups(rows: list[dict]) -> dict:
+    """{label: its seed rows in seed order}, labels in the order they first appear."""
+    groups = {}
+    for row in rows:
+        if row.get("kind") == "seed":
+            groups.setdefault(row["label"], []).append(row)
+    return {label: sorted(seeds, key=lambda row: row["seed"] if row.get("seed") is not None
+                          else -1) for label, seeds in groups.items()}
+
+
+def label_width(labels) -> int:
+    """A label column wide enough for every label whole: two configurations never print as
+    one."""
+    return max([40] + [len(label) + 1 for label in labels])
+
+
 def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
     """Every configuration of a ledger in one table, from its rows alone: per tier, one line per
     label with every seed's greedy score (the stage; the return for an env without stages) and
@@ -356,22 +372,18 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
     lines = []
     for name in (name for name in TIERS if tier in (None, name)):
         in_tier = [row for row in rows if row.get("tier") == name]
-        labels = list(dict.fromkeys(row["label"] for row in in_tier if row.get("kind") == "seed"))
-        if not labels:
+        groups = seed_groups(in_tier)
+        if not groups:
             continue
         boards = sorted({row.get("eval_episodes") for row in in_tier} - {None})
-        # Every label whole: two configurations never print as one.
-        width = max([40] + [len(label) + 1 for label in labels])
+        width = label_width(groups)
         header = (f"{'label':<{width}}{'seeds':>6}{'backend':>8}{'greedy by seed':>24}"
                   f"{'median':>8}{'sampled':>8}{'wins by seed':>14}{'>=6':>7}{'prog/ep':>8}"
                   f"{'steps/s':>9}{'h/seed':>7}{'judged':>7}")
         lines += [f"{name} tier: {', '.join(map(str, boards)) or '?'} held-out boards per "
                   "policy; wins, >=6 (games reaching stage 6) and prog/ep of greedy play; "
                   "sampled, >=6, prog/ep, steps/s and h/seed are medians over the seeds", header]
-        for label in labels:
-            seeds = sorted((row for row in in_tier
-                            if row["label"] == label and row.get("kind") == "seed"),
-                           key=lambda row: row["seed"] if row.get("seed") is not None else -1)
+        for label, seeds in groups.items():
             greedy = [honest(row)["greedy"] for row in seeds]
             sampled = [honest(row)["sampled"] for row in seeds]
             key, _ = score_of(greedy[0])
@@ -421,19 +433,17 @@ def ledger_stage_overview(rows: list[dict], tier: Optional[str] = None) -> str:
     lines = []
     for name in (name for name in TIERS if tier in (None, name)):
         in_tier = [row for row in rows if row.get("tier") == name]
-        labels = list(dict.fromkeys(row["label"] for row in in_tier if row.get("kind") == "seed"))
-        groups, left_out = [], 0
-        for label in labels:
-            seeds = [row for row in in_tier if row["label"] == label and row.get("kind") == "seed"]
+        groups, left_out = {}, 0
+        for label, seeds in seed_groups(in_tier).items():
             rates = [clear_rates(honest(row)["greedy"]) for row in seeds]
             if not all(rates):
                 left_out += 1
                 continue
-            groups.append((label, seeds, rates))
+            groups[label] = (seeds, rates)
         if not groups:
             continue
-        stages = sorted({stage for _, _, rates in groups for r in rates for stage in r})
-        width = max([40] + [len(label) + 1 for label, _, _ in groups])
+        stages = sorted({stage for _, rates in groups.values() for r in rates for stage in r})
+        width = label_width(groups)
         lines += [f"{name} tier: greedy clear rate by stage (%, of the games that started it; "
                   "median over the seeds), honest wins (%, median)",
                   f"{'label':<{width}}{'seeds':>6}"
@@ -441,7 +451,7 @@ def ledger_stage_overview(rows: list[dict], tier: Optional[str] = None) -> str:
 
         def percent(value, cell=6):
             return f"{'-' if value is None else format(100 * value, '.0f'):>{cell}}"
-        for label, seeds, rates in groups:
+        for label, (seeds, rates) in groups.items():
             win = median([honest(row)["greedy"].get("win_rate") for row in seeds])
             lines.append(f"{label:<{width}}{len(seeds):>6}"
                          + "".join(percent(median([r.get(stage) for r in rates]))
