@@ -18,7 +18,8 @@ OWN_ENVS = {"hackmatrix": "envs.hackmatrix:HackMatrix", "toy": "envs.toy:ToyCorr
 # JAX: id -> a module with ``TRAINING_OPTIONS`` (the class's ``training_options``),
 # ``check_values(values)`` (a ValueError for values the env cannot play) and optionally
 # ``JUDGEMENTS`` (``envs/options.py``'s ``Judgement``: the rules the learning benchmark judges
-# a policy under).
+# a policy under) and ``TRAINER_DEFAULTS`` (where the trainer's command lines start for the
+# env: ``trainer_defaults``).
 OWN_ENV_OPTIONS = {"hackmatrix": "envs.hackmatrix.options"}
 
 
@@ -72,6 +73,19 @@ def training_options(env_id: str) -> tuple:
     if env_id not in OWN_ENV_OPTIONS:
         return ()
     return importlib.import_module(OWN_ENV_OPTIONS[env_id]).TRAINING_OPTIONS
+
+
+def trainer_defaults(env_id: str) -> dict:
+    """Where the trainer's command lines start for ``env_id``, over ``TrainConfig``'s defaults:
+    config fields, and under ``env_options`` the env options (a fresh dict; empty for an env
+    that declares none, a gymnax env or an unknown id), read without importing JAX."""
+    if env_id not in OWN_ENV_OPTIONS:
+        return {}
+    declared = getattr(importlib.import_module(OWN_ENV_OPTIONS[env_id]), "TRAINER_DEFAULTS", {})
+    defaults = dict(declared)
+    if "env_options" in defaults:
+        defaults["env_options"] = dict(defaults["env_options"])
+    return defaults
 
 
 def check_option_values(env_id: str, values: dict) -> None:

@@ -39,8 +39,10 @@ MIN_EPOCHS = 2
 # (SPEC §4.4, ablation "minibatch 2048 + lr 5e-4").
 LARGE_BATCH_MINIBATCH_SIZE = 2048
 
-# TrainConfig's defaults are HackMatrix's (and the toy corridor's, which tests them). A gymnax
-# env starts from PureJaxRL's config instead (its public configs are the reference, SPEC §2):
+# TrainConfig's defaults are the toy corridor's (which tests them) and the base of
+# HackMatrix's: our envs may declare where the command lines start over them
+# (``registry.trainer_defaults``; HackMatrix's best configuration). A gymnax env starts from
+# PureJaxRL's config instead (its public configs are the reference, SPEC §2):
 # purejaxrl/ppo.py's (CartPole-v1) for vector observations, examples/brax_minatar.ipynb's
 # ("tuned for gymnax's MinAtar environments") for images. Both: 64x2 separate actor and critic,
 # clipped value loss, the env's own reward, no reward normalisation, no recurrent core.
@@ -59,9 +61,11 @@ GYMNAX_IMAGE_DEFAULTS = dict(_PUREJAXRL_COMMON, encoder="cnn", activation="relu"
 
 
 def env_defaults(env_id: str, image_observation: bool) -> dict:
-    """The defaults of ``env_id`` where they differ from TrainConfig's (none for our envs)."""
+    """The defaults of ``env_id`` where they differ from TrainConfig's: an own env's declared
+    ones (``registry.trainer_defaults``, env options under ``env_options``), PureJaxRL's
+    configs for a gymnax env."""
     if env_id in OWN_ENVS:
-        return {}
+        return registry.trainer_defaults(env_id)
     return dict(GYMNAX_IMAGE_DEFAULTS if image_observation else GYMNAX_VECTOR_DEFAULTS)
 
 

@@ -97,8 +97,11 @@ def defaults_for_env(env_id: str) -> dict:
 
 
 def config_for_env(env_id: str, **fields) -> TrainConfig:
-    """A config for ``env_id``: its defaults (``defaults_for_env``), then ``fields``."""
-    return TrainConfig(env=env_id, **{**defaults_for_env(env_id), **fields})
+    """A config for ``env_id``: its defaults (``defaults_for_env``), then ``fields`` (env
+    options given under ``env_options`` set over the env's own defaults)."""
+    defaults = defaults_for_env(env_id)
+    env_options = {**defaults.pop("env_options", {}), **dict(fields.pop("env_options", {}))}
+    return TrainConfig(env=env_id, env_options=env_options, **{**defaults, **fields})
 
 
 def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:

@@ -58,6 +58,19 @@ TRAINING_OPTIONS = (
               "the policy plays)", requires=("board_view",)),
 )
 
+# Where the trainer's command lines (train_purejaxrl.py, learn_bench.py) start for HackMatrix:
+# TrainConfig fields and env options over TrainConfig's defaults and the options' own (which
+# play the original game, so that a config built in code without them, a baseline's or a
+# human's, is the game itself). The best configuration of the full tier (SPEC §4.4,
+# "stage-count"): the acquire macro for RESET, CRASH and PUSH, half the training games started
+# owning one of them, the stage count as the training reward over a long horizon, and an
+# anneal that ends at a fifth of the learning rate.
+TRAINER_DEFAULTS = {
+    "training_reward": "stage-count", "gamma": 0.999, "lr_floor": 0.2,
+    "env_options": {"acquire_macro": True, "acquire_macro_pool": ("reset", "crash", "push"),
+                    "start_programs": 1, "start_programs_pool": ("reset", "crash", "push")},
+}
+
 # Every policy is judged twice: in the game as Swift plays it, decisions R9's cross-stage UNDO
 # loop open, and with that loop closed, the honest figures tables show (a win bought through
 # the loop is no win), the loop's completions in the open game beside them.

@@ -58,6 +58,15 @@ def baseline_config(config: TrainConfig) -> TrainConfig:
                                        if name not in agent})
 
 
+def config_without_network(env_id: str) -> TrainConfig:
+    """What an evaluation without a checkpoint plays: the env's defaults (a gymnax env's
+    training reward is "env"), but not the env options the trainer starts from (HackMatrix's
+    macro and start curriculum): the baselines and a uniform-prior search play the game's own
+    actions from its own start."""
+    from purejaxrl import ppo
+    return ppo.config_for_env(env_id).replace(env_options=())
+
+
 def training_options_set(config: TrainConfig) -> dict:
     """The env options of role "training" that ``config`` sets (a diagnostic start or board,
     not the game's own)."""
@@ -177,8 +186,8 @@ def main(argv=None) -> int:
         print("error: --env differs from the checkpoint's environment", file=sys.stderr)
         return 2
     try:
-        if params is None:  # the env's own defaults (a gymnax env's training reward is "env")
-            config = ppo.config_for_env(overrides.get("env", config.env))
+        if params is None:
+            config = config_without_network(overrides.get("env", config.env))
         config = config.replace(**overrides).with_env_options(**env_options_from_args(args))
         env, env_params, network, _, _ = ppo.build(config)
     except ConfigError as error:

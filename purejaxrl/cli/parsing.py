@@ -32,24 +32,36 @@ def finite_float(text: str) -> float:
 
 
 def name_list(text: str) -> tuple[str, ...]:
-    """A comma-separated list of names for argparse (``reset,siph+`` -> ("reset", "siph+")); an
-    empty name is refused. Which names are known is the env's to say."""
+    """A comma-separated list of names for argparse (``reset,siph+`` -> ("reset", "siph+")), or
+    ``none`` for no names (how the help prints an empty list: a default list is set back to
+    empty so); an empty name is refused. Which names are known is the env's to say."""
+    if text.strip() == "none":
+        return ()
     names = tuple(name.strip() for name in text.split(","))
     if not all(names):
         raise argparse.ArgumentTypeError(f"expected comma-separated names, got {text!r}")
     return names
 
 
-def add_env_option_flags(parser: argparse.ArgumentParser, roles=ROLES) -> None:
+def add_env_option_flags(parser: argparse.ArgumentParser, roles=ROLES,
+                         trainer_defaults: bool = False) -> None:
     """A flag for each training option of our envs of one of ``roles`` (``envs/options.py``:
     ``--`` + its name), its default "not given" (None); the help names the envs that take it
-    and its default. An env that does not take a given one refuses it (``validate_config``)."""
+    and its default (``trainer_defaults``: where the trainer starts an env that declares one,
+    ``registry.trainer_defaults``, else the option's own). An env that does not take a given
+    one refuses it (``validate_config``)."""
     group = parser.add_argument_group("environment options (each env takes its own; "
                                       "envs/options.py)")
     for name, (option, env_ids) in env_option_table().items():
         if option.role not in roles:
             continue
         shown = option_value_text(option.default)
+        trainer = {env_id: registry.trainer_defaults(env_id).get("env_options", {})
+                   for env_id in env_ids}
+        if trainer_defaults and any(name in values for values in trainer.values()):
+            shown = "; ".join(
+                f"{option_value_text(values[name])} ({env_id}'s trainer default; the option's "
+                f"own {shown})" for env_id, values in trainer.items() if name in values)
         kind = {"bool": dict(action=argparse.BooleanOptionalAction),
                 "int": dict(type=int, metavar="K"), "float": dict(type=finite_float, metavar="X"),
                 "str": dict(metavar="NAME"), "names": dict(type=name_list, metavar="NAMES")}

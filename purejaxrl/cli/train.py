@@ -8,12 +8,14 @@ corridor, or any gymnax env with discrete actions by its id.
     python scripts/train_purejaxrl.py --resume checkpoints/<run-name> --total-timesteps 100000000
     python scripts/train_purejaxrl.py --resume ckpt.msgpack --weights-only --lr 1e-4  # new run
 
-The defaults below are HackMatrix's. A gymnax env starts from PureJaxRL's config instead where
-a flag is not given (vector observations: its CartPole config, 4 envs x 128 steps, 500k steps,
-lr 2.5e-4, 64x2 tanh MLP; images: its MinAtar config, 64 envs, 10M steps, lr 5e-3, relu, with
-our small CNN; SPEC §2 has the table). Each env's own options (HackMatrix's --reward-shaping,
---start-programs, --acquire-macro, ...: its ``training_options``) are flags too, and an env
-refuses one it does not take. The minibatch
+The defaults below are HackMatrix's: TrainConfig's, and where HackMatrix's trainer defaults
+differ (its ``TRAINER_DEFAULTS``: the full tier's best configuration, SPEC §4.4) theirs; the
+toy corridor starts from TrainConfig's alone. A gymnax env starts from PureJaxRL's config
+instead where a flag is not given (vector observations: its CartPole config, 4 envs x 128
+steps, 500k steps, lr 2.5e-4, 64x2 tanh MLP; images: its MinAtar config, 64 envs, 10M steps,
+lr 5e-3, relu, with our small CNN; SPEC §2 has the table). Each env's own options
+(HackMatrix's --reward-shaping, --start-programs, --acquire-macro, ...: its
+``training_options``) are flags too, and an env refuses one it does not take. The minibatch
 count and the epochs follow the batch size (``auto_scale_config``) unless given. On
 resume, the checkpoint's config is used; a training flag that contradicts it is an error naming
 the field (run options such as --save-interval may change, and a larger --total-timesteps
@@ -41,6 +43,8 @@ from purejaxrl.cli.parsing import (ArgumentParser, add_env_option_flags, env_opt
 
 choose_platforms()  # before anything imports JAX
 
+from envs import registry  # noqa: E402
+from envs.registry import DEFAULT_ENV  # noqa: E402
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_TARGETS,
@@ -252,7 +256,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--no-progress", action="store_true",
                      help="no live progress inside a chunk (then the chunk is kept in the "
                           "compile cache)")
-    add_env_option_flags(parser)
+    add_env_option_flags(parser, trainer_defaults=True)
     multi = parser.add_argument_group("multi-process (multi-host)")
     multi.add_argument("--distributed", choices=DISTRIBUTED_MODES, default="auto",
                        help="auto (default): start jax.distributed on Cloud TPU VMs or when "
@@ -268,15 +272,22 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _state_config_defaults(parser: argparse.ArgumentParser) -> None:
     """Append each training flag's default, read from ``TrainConfig`` (the one place the
-    defaults are defined), to its help text."""
+    defaults are defined) and, where the default env starts elsewhere, from its trainer
+    defaults (``registry.trainer_defaults``), to its help text."""
+    def shown(value):
+        if isinstance(value, bool):
+            return "on" if value else "off"
+        if isinstance(value, int) and value >= 10_000:
+            return f"{value:,}"
+        return value
+
     defaults = TrainConfig()
+    own = registry.trainer_defaults(DEFAULT_ENV)
     for action in parser._actions:
         if action.dest in _CONFIG_FLAGS and action.dest not in _AUTO_SCALED_FLAGS:
-            value = getattr(defaults, action.dest)
-            if isinstance(value, bool):
-                value = "on" if value else "off"
-            elif isinstance(value, int) and value >= 10_000:
-                value = f"{value:,}"
+            value = shown(getattr(defaults, action.dest))
+            if action.dest in own:
+                value = f"{shown(own[action.dest])} ({DEFAULT_ENV}), else {value}"
             action.help = f"{action.help + '; ' if action.help else ''}default {value}"
 
 

@@ -28,7 +28,7 @@ def test_the_registry_reads_the_classs_options_without_jax():
     code = ("import sys; from envs import registry; from purejaxrl.cli import parsing; "
             "registry.training_options('hackmatrix'); parsing.env_option_table(); "
             "registry.check_option_values('hackmatrix', {'start_programs': 1}); "
-            "registry.judgements('hackmatrix'); "
+            "registry.judgements('hackmatrix'); registry.trainer_defaults('hackmatrix'); "
             "print('jax' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True,
                          text=True, env={**os.environ, "PYTHONPATH": str(ROOT)}, check=True)
