@@ -32,7 +32,7 @@ from envs import registry
 from envs.options import shown_judgement
 from purejaxrl import ppo
 from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
-from purejaxrl.config import ConfigError, RunOptions, TrainConfig
+from purejaxrl.config import ConfigError, RunOptions, TrainConfig, config_differences
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
                                   random_policy, stage_report, summarize_episodes)
@@ -249,6 +249,33 @@ def check_new_label(ledger: Optional[str], label: str, tier: str, run_dirs: list
         if os.path.isdir(run_dir) and os.listdir(run_dir):
             raise ConfigError(f"{run_dir} already holds a run: continue the benchmark with "
                               "--resume, or choose another --label or --checkpoint-dir")
+
+
+# What may differ between the seeds of one label: the seed, and how the seeds were spread over
+# programs and devices (a tier finished on another machine).
+SEED_PLACEMENT_FIELDS = ("seed", "num_seeds", "num_devices")
+
+
+def check_kept_seeds(done: dict, config: TrainConfig, label: str) -> None:
+    """A resumed benchmark keeps the seeds the ledger holds for ``label``: refuse
+    (ConfigError, before any work) where one of them was trained with another configuration
+    than ``config`` (the trainer's defaults changed since, or other flags), naming the first
+    differences, so that a table never mixes two configurations under one label."""
+    placement = {name: getattr(TrainConfig(), name) for name in SEED_PLACEMENT_FIELDS}
+    for seed, row in sorted((key, row) for key, row in done.items() if isinstance(key, int)):
+        if "config" not in row:
+            continue
+        try:
+            recorded = TrainConfig.from_dict(row["config"])
+        except (ConfigError, TypeError) as error:
+            raise ConfigError(f"--resume: seed {seed} of {label} has a config this code "
+                              f"cannot read: {error}") from None
+        differences = config_differences(recorded.replace(**placement),
+                                         config.replace(**placement))
+        if differences:
+            raise ConfigError(f"--resume: seed {seed} of {label} in the ledger was trained "
+                              f"with another configuration ({'; '.join(differences[:3])}): "
+                              "give its flags, or choose another --label")
 
 
 def median(values):
@@ -536,6 +563,8 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     if not resume:
         check_new_label(ledger, label, tier, [os.path.join(options.checkpoint_dir, name)
                                               for _, name in runs])
+    else:
+        check_kept_seeds(finished_rows(ledger, label, tier), config, label)
     judge = make_judge(config, eval_episodes)
     judged_in = shown_judgement(registry.judgements(config.env)).words
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,

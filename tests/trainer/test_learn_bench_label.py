@@ -57,3 +57,35 @@ def test_the_overview_prints_the_ledger_and_refuses_training_flags(tmp_path, cap
     assert learn_bench_main(["--by-stage", "--ledger", str(ledger)]) == 2  # not a training flag
     assert "--by-stage is a form of --overview" in capsys.readouterr().err
     assert not (tmp_path / "runs").exists() and ledger.read_text().count("\n") == 1
+
+
+def test_a_resume_whose_kept_seed_ran_another_configuration_is_refused(tmp_path, capsys):
+    """--resume keeps the label's seeds from the ledger; one trained with other flags (or
+    under defaults that changed since) would put two configurations in one table: refused in
+    one line naming the difference, exit 2, before any work. Seeds that differ only in seed
+    and placement are kept."""
+    from purejaxrl.config import TrainConfig
+    ledger = tmp_path / "ledger.jsonl"
+    flags = ["--env", "toy", "--num-envs", "4", "--num-steps", "8", "--total-timesteps", "64"]
+    same = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
+                       num_minibatches=4, update_epochs=4, seed=7, num_devices=2)
+    for config, refused_ in ((same.replace(gamma=0.9), True), (same, False)):
+        row = {"label": "x", "tier": "smoke", "kind": "seed", "seed": 0,
+               "config": config.to_dict()}
+        ledger.write_text(json.dumps(row) + "\n")
+        if refused_:
+            code = learn_bench_main(["--label", "x", "--resume", "--seeds", "0", "--ledger",
+                                     str(ledger), "--checkpoint-dir", str(tmp_path / "runs"),
+                                     "--", *flags])
+            err = [line for line in capsys.readouterr().err.splitlines()
+                   if not line.startswith("backend:")]
+            assert code == 2 and len(err) == 1
+            assert "seed 0 of x" in err[0]
+            assert "another configuration (gamma: 0.9 != 0.995)" in err[0]  # nothing else
+        else:
+            from purejaxrl.learning_benchmark import check_kept_seeds, finished_rows
+            from purejaxrl import ppo
+            built = ppo.config_for_env("toy", num_envs=4, num_steps=8, total_timesteps=64,
+                                       num_minibatches=4, update_epochs=4)
+            check_kept_seeds(finished_rows(str(ledger), "x", "smoke"), built, "x")
+        assert ledger.read_text().count("\n") == 1 and not (tmp_path / "runs").exists()
