@@ -39,6 +39,9 @@ CONFIG_KEY_FIELDS = ("benchmark", "env", "num_envs", "num_steps", "device_count"
                      "updates_per_chunk", "hidden_width", "separate_torsos", "compute_dtype",
                      "encoder", "num_minibatches", "num_seeds", "recurrent_core",
                      "sequence_length", "head_width")
+# The env's reward the benchmark measures unless told otherwise: Swift's own (its rows before
+# --trainer-defaults all did).
+BENCHMARK_REWARD_SHAPING = "swift"
 # Train-mode options that default to the trainer's own defaults (TrainConfig) when not given.
 NETWORK_OPTIONS = ("encoder", "cell_features", "hidden_width", "hidden_depth", "recurrent_core",
                    "core_width", "head_width", "sequence_length")
@@ -71,11 +74,16 @@ def train_config(args, num_envs: int, num_devices: int):
     network_choice = {name: getattr(args, name) for name in NETWORK_OPTIONS
                       if getattr(args, name) is not None}
     from envs import registry
-    env_options = {name: value for name, value in (
-        ("reward_shaping", args.reward_shaping), ("acquire_macro", args.acquire_macro),
-        ("exit_distance_view", args.exit_distance_view))
-        if registry.takes_option(args.env, name)}
-    config = TrainConfig(env=args.env, env_options=env_options, num_envs=num_envs,
+    given = {"reward_shaping": args.reward_shaping,
+             "acquire_macro": True if args.acquire_macro else None,
+             "exit_distance_view": True if args.exit_distance_view else None}
+    trainer = registry.trainer_defaults(args.env) if args.trainer_defaults else {}
+    if not args.trainer_defaults and given["reward_shaping"] is None:
+        given["reward_shaping"] = BENCHMARK_REWARD_SHAPING
+    env_options = {**trainer.pop("env_options", {}),
+                   **{name: value for name, value in given.items()
+                      if value is not None and registry.takes_option(args.env, name)}}
+    config = TrainConfig(env=args.env, env_options=env_options, **trainer, num_envs=num_envs,
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds,
@@ -134,8 +142,10 @@ def bench_train(args, num_envs: int) -> dict:
         "head_width": config.head_width, "sequence_length": config.sequence_length,
         "separate_torsos": config.separate_torsos, "compute_dtype": config.compute_dtype,
         "num_seeds": config.num_seeds, "group_entropy_coef": config.group_entropy_coef,
-        "sil_coef": config.sil_coef, "acquire_macro": args.acquire_macro,
+        "sil_coef": config.sil_coef,
+        "acquire_macro": bool(config.env_option_values().get("acquire_macro", False)),
         "exit_distance_view": args.exit_distance_view,
+        "trainer_defaults": args.trainer_defaults,
         "trace_lower_s": round(t1 - t0, 3), "compile_s": round(t2 - t1, 3),
         "program_sha256": program_digest(lowered),
         # Per device, from XLA's buffer assignment: what a batch needs, known before it runs.
@@ -315,7 +325,8 @@ def measure(args, ledger: str | None = None) -> list[dict]:
         for mode in modes:
             if mode == "env":
                 row = bench_env(num_envs, args.num_steps, args.repeats, args.seed,
-                                args.reward_shaping, args.acquire_macro)
+                                args.reward_shaping or BENCHMARK_REWARD_SHAPING,
+                                args.acquire_macro)
             else:
                 row = bench_train(args, num_envs)
             if args.label:
@@ -373,7 +384,9 @@ def build_parser() -> argparse.ArgumentParser:
                         help="forced host device counts, each measured in its own subprocess")
     parser.add_argument("--env", choices=("hackmatrix", "toy"), default="hackmatrix",
                         help="train mode's environment (env mode is always hackmatrix)")
-    parser.add_argument("--reward-shaping", choices=SHAPING_MODES, default="swift")
+    parser.add_argument("--reward-shaping", choices=SHAPING_MODES,
+                        help=f"default {BENCHMARK_REWARD_SHAPING} (Swift's reward, the env's "
+                             "own), or with --trainer-defaults the trainer's")
     parser.add_argument("--encoder", choices=[e for e in ENCODER_CHOICES if e != "cnn"],
                         help="train mode: the network (default: the trainer's)")
     parser.add_argument("--cell-features", type=int,
@@ -409,6 +422,13 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--acquire-macro", action="store_true",
                         help="HackMatrix's acquire macro (one more action; env mode: random "
                              "play takes it too); not part of --compare's configuration key")
+    parser.add_argument("--trainer-defaults", action="store_true",
+                        help="train mode: the configuration the main command trains, the "
+                             "env's trainer defaults over TrainConfig's (HackMatrix: the acquire "
+                             "macro and start curriculum over RESET, CRASH and PUSH, the "
+                             "stage-count reward, gamma 0.999, lr floor 0.2, potential "
+                             "shaping); not part of --compare's configuration key, so it "
+                             "compares with the same batch without them")
     parser.add_argument("--exit-distance-view", action="store_true",
                         help="train mode: HackMatrix's exit-distance view (the board encoders "
                              "get each cell's distance to the exit, computed in the network); "
@@ -453,6 +473,9 @@ def main(argv=None) -> int:
         parser.error("--compile-only needs --mode train")
     if args.acquire_macro and args.env != "hackmatrix":
         parser.error("--acquire-macro needs --env hackmatrix")
+    if args.trainer_defaults and args.mode == "env":
+        parser.error("--trainer-defaults is a training configuration: it needs --mode train "
+                     "or both")
     from purejaxrl.config import BOARD_ENCODERS
     if args.exit_distance_view and (args.env != "hackmatrix" or args.mode != "train"
                                     or args.encoder not in (None,) + BOARD_ENCODERS):

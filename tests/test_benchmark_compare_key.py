@@ -83,3 +83,37 @@ def test_compare_of_compile_only_rows_reads_compile_and_program(tmp_path, capsys
     assert load_benchmark().main(["--ledger", str(path), "--compare", "before", "after"]) == 0
     line = [x for x in capsys.readouterr().out.splitlines() if x.startswith("train-compile")][0]
     assert line.split()[-7:] == ["-", "-", "-", "10.00", "5.00", "0.50", "same"]
+
+
+def test_trainer_defaults_benchmark_the_configuration_the_main_command_trains():
+    """--trainer-defaults measures, field for field, what ``train_purejaxrl.py --num-envs 2048``
+    trains (HackMatrix's trainer defaults); without it the benchmark's configuration is the one
+    its earlier rows measured (Swift's reward, no macro, TrainConfig's fields)."""
+    from purejaxrl import ppo
+    from purejaxrl.cli import train
+    from purejaxrl.config import config_differences
+    module = load_benchmark()
+    parser = module.build_parser()
+    args = train.build_parser().parse_args(["--num-envs", "2048"])
+    main = train.config_from_args(args, None, 1, say=lambda *a, **k: None,
+                                  env_defaults=ppo.defaults_for_env("hackmatrix"))
+    measured = module.train_config(parser.parse_args(["--mode", "train", "--trainer-defaults"]),
+                                   2048, 1)
+    assert config_differences(measured, main) == []
+    plain = module.train_config(parser.parse_args(["--mode", "train"]), 2048, 1)
+    assert plain.env_option("reward_shaping") == "swift"
+    assert plain.env_option("acquire_macro") is False and plain.training_reward == "progress"
+    assert config_differences(plain.with_env_options(reward_shaping="potential"),
+                              main.replace(**{name: getattr(plain, name) for name in (
+                                  "training_reward", "gamma", "lr_floor")},
+                                  env_options={})) == []
+
+
+def test_trainer_defaults_are_refused_where_nothing_is_trained(capsys):
+    """--trainer-defaults is a training configuration: with --mode env (random play, no
+    trainer) it is one line and exit 2, before anything is measured or written."""
+    with pytest.raises(SystemExit) as exit_info:
+        load_benchmark().main(["--mode", "env", "--num-envs", "2", "--trainer-defaults",
+                               "--ledger", os.devnull])
+    assert exit_info.value.code == 2
+    assert "--trainer-defaults is a training configuration" in capsys.readouterr().err
