@@ -28,6 +28,7 @@
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
 #                                                          # at ENV_COUNTS (the first also with
+#                                                          # the main command's configuration,
 #                                                          # 8 minibatches, 4 seeds, and the
 #                                                          # CPU's loop widths), then
 #                                                          # the profile, every step ending
@@ -155,6 +156,11 @@ case "$part" in
     first=${env_counts%% *}
     step "default-$first" "$python" scripts/benchmark.py --mode both --num-envs "$first" \
       --repeats "$repeats" --updates-per-chunk 1 --label accelerator-default \
+      --ledger "$out/results.jsonl"
+    # What the main command trains (the trainer's defaults: the macro, the start curriculum,
+    # the stage-count reward), beside the benchmark's plain configuration above.
+    step "main-$first" "$python" scripts/benchmark.py --mode train --num-envs "$first" \
+      --trainer-defaults --repeats "$repeats" --updates-per-chunk 1 --label accelerator-main \
       --ledger "$out/results.jsonl"
     # The update's minibatches: the auto-scaler keeps 2,048 samples (tuned on the CPU); on a
     # GPU 8 minibatches of 32,768 are the PureJaxRL-sized alternative.

@@ -54,18 +54,23 @@ def test_throughput_part_writes_env_and_train_rows_for_every_env_count(tmp_path)
 @pytest.mark.slow
 def test_session_part_times_every_configuration_and_profiles_the_step(tmp_path):
     """The short-lease part: the default network at each env count (env and train rows), the
-    first count also with 8 minibatches, at the CPU's loop widths (env) and with 4 seeds,
-    then the step's profile; every row in OUTDIR/results.jsonl with its label."""
+    first count also with the main command's configuration (the trainer's defaults), with 8
+    minibatches, at the CPU's loop widths (env) and with 4 seeds, then the step's profile;
+    every row in OUTDIR/results.jsonl with its label."""
     out = tmp_path / "figures"
     result = run(str(out), "session", ENV_COUNTS="4 8", REPEATS="1", PROFILE_ENVS="4",
                  DEADLINE_S="1200")
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert sorted((row["label"], row["benchmark"], row["num_envs"]) for row in rows) == [
+    assert sorted((row["label"], row["benchmark"], row["num_envs"]) for row in rows) == sorted([
         ("accelerator-width1", "env", 4),
         ("accelerator-default", "env", 4), ("accelerator-default", "env", 8),
         ("accelerator-default", "train", 4), ("accelerator-default", "train", 8),
-        ("accelerator-mb8", "train", 4), ("accelerator-seeds4", "train", 4)]
+        ("accelerator-main", "train", 4),
+        ("accelerator-mb8", "train", 4), ("accelerator-seeds4", "train", 4)])
+    main = next(row for row in rows if row["label"] == "accelerator-main")
+    assert main["trainer_defaults"] and main["acquire_macro"]
+    assert main["config"]["training_reward"] == "stage-count"
     assert all(row["updates_per_chunk"] == 1 for row in rows if row["benchmark"] == "train")
     assert [row["num_minibatches"] for row in rows if row["label"] == "accelerator-mb8"] == [8]
     assert "env.step" in (out / "profile.log").read_text()
