@@ -20,6 +20,7 @@ update untouched without timing it; ``--compare`` says ``same`` or ``differs`` p
 from __future__ import annotations
 
 import argparse
+import functools
 import hashlib
 import json
 import os
@@ -74,16 +75,18 @@ def train_config(args, num_envs: int, num_devices: int):
     network_choice = {name: getattr(args, name) for name in NETWORK_OPTIONS
                       if getattr(args, name) is not None}
     from envs import registry
+    from purejaxrl import ppo
     given = {"reward_shaping": args.reward_shaping,
              "acquire_macro": True if args.acquire_macro else None,
              "exit_distance_view": True if args.exit_distance_view else None}
-    trainer = registry.trainer_defaults(args.env) if args.trainer_defaults else {}
     if not args.trainer_defaults and given["reward_shaping"] is None:
         given["reward_shaping"] = BENCHMARK_REWARD_SHAPING
-    env_options = {**trainer.pop("env_options", {}),
-                   **{name: value for name, value in given.items()
-                      if value is not None and registry.takes_option(args.env, name)}}
-    config = TrainConfig(env=args.env, env_options=env_options, **trainer, num_envs=num_envs,
+    env_options = {name: value for name, value in given.items()
+                   if value is not None and registry.takes_option(args.env, name)}
+    # ppo.config_for_env sets the given options over the env's trainer defaults.
+    build = (functools.partial(ppo.config_for_env, args.env) if args.trainer_defaults
+             else functools.partial(TrainConfig, env=args.env))
+    config = build(env_options=env_options, num_envs=num_envs,
                          num_steps=args.num_steps, separate_torsos=args.separate_torsos,
                          compute_dtype=args.compute_dtype, num_devices=num_devices,
                          seed=args.seed, num_seeds=args.num_seeds,

@@ -52,16 +52,17 @@ def add_env_option_flags(parser: argparse.ArgumentParser, roles=ROLES,
     one refuses it (``validate_config``)."""
     group = parser.add_argument_group("environment options (each env takes its own; "
                                       "envs/options.py)")
+    trainer = {env_id: registry.trainer_defaults(env_id).get("env_options", {})
+               for env_id in OWN_ENVS} if trainer_defaults else {}
     for name, (option, env_ids) in env_option_table().items():
         if option.role not in roles:
             continue
         shown = option_value_text(option.default)
-        trainer = {env_id: registry.trainer_defaults(env_id).get("env_options", {})
-                   for env_id in env_ids}
-        if trainer_defaults and any(name in values for values in trainer.values()):
-            shown = "; ".join(
-                f"{option_value_text(values[name])} ({env_id}'s trainer default; the option's "
-                f"own {shown})" for env_id, values in trainer.items() if name in values)
+        starts = [(env_id, trainer[env_id][name]) for env_id in env_ids
+                  if name in trainer.get(env_id, {})]
+        if starts:
+            shown = "; ".join(f"{option_value_text(value)} ({env_id}'s trainer default; the "
+                              f"option's own {shown})" for env_id, value in starts)
         kind = {"bool": dict(action=argparse.BooleanOptionalAction),
                 "int": dict(type=int, metavar="K"), "float": dict(type=finite_float, metavar="X"),
                 "str": dict(metavar="NAME"), "names": dict(type=name_list, metavar="NAMES")}
