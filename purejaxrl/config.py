@@ -69,6 +69,18 @@ def env_defaults(env_id: str, image_observation: bool) -> dict:
     return dict(GYMNAX_IMAGE_DEFAULTS if image_observation else GYMNAX_VECTOR_DEFAULTS)
 
 
+def given_over_defaults(defaults: dict, given: dict) -> dict:
+    """The fields ``given`` (a command line's, a caller's) over an env's ``defaults``
+    (``env_defaults``). A default that only qualifies another field does not outlive that
+    field turned off: the learning-rate floor is where the anneal ends, so ``anneal_lr``
+    given False without a floor of its own drops a default floor (TrainConfig's, none, then
+    holds) instead of having ``validate_config`` refuse a floor nobody asked for."""
+    merged = {**defaults, **given}
+    if given.get("anneal_lr") is False and "lr_floor" not in given:
+        merged.pop("lr_floor", None)
+    return merged
+
+
 
 class ConfigError(ValueError):
     """A configuration value that cannot be trained with; the message names the option."""

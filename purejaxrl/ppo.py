@@ -37,7 +37,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
 from envs import registry
 from purejaxrl.config import (BOARD_ENCODERS, ConfigError, TrainConfig, check_env_options,
-                              env_defaults)
+                              env_defaults, given_over_defaults)
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
@@ -101,7 +101,8 @@ def config_for_env(env_id: str, **fields) -> TrainConfig:
     options given under ``env_options`` set over the env's own defaults)."""
     defaults = defaults_for_env(env_id)
     env_options = {**defaults.pop("env_options", {}), **dict(fields.pop("env_options", {}))}
-    return TrainConfig(env=env_id, env_options=env_options, **{**defaults, **fields})
+    return TrainConfig(env=env_id, env_options=env_options,
+                       **given_over_defaults(defaults, fields))
 
 
 def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:

@@ -51,7 +51,8 @@ from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa
                               DISTILL_TEACHERS, SEARCH_WHERE,
                               ENCODER_CHOICES, RECURRENT_CORE_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
-                              config_warnings, validate_config, validate_run_options)
+                              config_warnings, given_over_defaults, validate_config,
+                              validate_run_options)
 
 CHECKPOINT_DIR = RunOptions.checkpoint_dir
 
@@ -315,7 +316,7 @@ def config_from_args(args, base: TrainConfig | None, devices: int, say=print,
     if base is not None:
         return base.replace(**given).with_env_options(**env_options)
     # An env's own minibatch count and epochs are kept like explicit ones (PureJaxRL's).
-    explicit = {**(env_defaults or {}), **given}
+    explicit = given_over_defaults(env_defaults or {}, given)
     config = TrainConfig().replace(**explicit).with_env_options(**env_options)
     if "num_devices" not in explicit:
         config = config.replace(num_devices=devices)

@@ -13,7 +13,7 @@ from purejaxrl import ppo
 from purejaxrl.cli import train
 from purejaxrl.cli.evaluate import baseline_config, config_without_network
 from purejaxrl.cli.parsing import name_list
-from purejaxrl.config import TrainConfig, config_differences
+from purejaxrl.config import ConfigError, TrainConfig, config_differences, validate_config
 
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 LEDGER = ROOT / "benchmarks" / "learning" / "ledger.jsonl"
@@ -106,3 +106,18 @@ def test_config_for_env_sets_given_options_over_the_envs_own(fields, expected):
     config = ppo.config_for_env("hackmatrix", **fields)
     assert config.env_option("acquire_macro") is expected
     assert config.env_option("acquire_macro_pool") == ("reset", "crash", "push")
+
+
+def test_turning_the_anneal_off_drops_the_default_floor_but_never_a_given_one():
+    """The floor is where the anneal ends: ``--no-anneal-lr`` on the main command (and
+    ``anneal_lr=False`` in code) trains at a constant rate instead of refusing the default
+    floor it never asked for; a floor given with it is still refused, naming both flags."""
+    constant = command_config(["--no-anneal-lr", "--lr", "1e-4"])
+    assert (constant.anneal_lr, constant.lr_floor, constant.lr) == (False, 0.0, 1e-4)
+    validate_config(constant)
+    assert command_config(["--lr-floor", "0.3"]).lr_floor == 0.3
+    in_code = ppo.config_for_env("hackmatrix", anneal_lr=False)
+    assert (in_code.anneal_lr, in_code.lr_floor) == (False, 0.0)
+    validate_config(in_code)
+    with pytest.raises(ConfigError, match="--lr-floor 0.2 .* needs --anneal-lr"):
+        validate_config(command_config(["--no-anneal-lr", "--lr-floor", "0.2"]))
