@@ -27,6 +27,8 @@ truncated checkpoint under the final name; the next save removes the orphaned te
 from __future__ import annotations
 
 import datetime
+import errno
+import fcntl
 import functools
 import json
 import math
@@ -190,11 +192,11 @@ def write_checkpoint_file(path: str, data: bytes) -> None:
 
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
                     run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
-                    keep: int, num_processes: int = 1) -> str:
-    """Write atomically, then delete all but the newest ``keep`` checkpoints of the run (and
-    temp files of killed writes). An OSError (disk full, no permission) is a CheckpointError
-    naming the file; the previous checkpoints stay as they were.
-    ``runner_state`` holds global values (a multi-process run gathers them first:
+                    keep: int | None, num_processes: int = 1) -> str:
+    """Write atomically, then ``prune_checkpoints(run_dir, update, keep)`` unless ``keep`` is
+    None (a caller writing several files of one save prunes after the last). An OSError (disk
+    full, no permission) is a CheckpointError naming the file; the previous checkpoints stay as
+    they were. ``runner_state`` holds global values (a multi-process run gathers them first:
     ``distributed.runner_to_host``); ``num_processes`` is recorded because a resume needs the
     same process count."""
     try:
@@ -206,13 +208,37 @@ def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, en
                                elapsed_seconds=elapsed_seconds, num_processes=num_processes)
     path = checkpoint_path(run_dir, update)
     write_checkpoint_file(path, encode_checkpoint(runner_state, record))
-    for _, old_path in list_checkpoints(run_dir)[:-keep]:
+    if keep is not None:
+        prune_checkpoints(run_dir, update, keep)
+    return path
+
+
+def prune_checkpoints(run_dir: str, update: int, keep: int) -> None:
+    """Delete all but the newest ``keep`` checkpoints up to ``update`` (the one just written),
+    and temp files of writes that were killed (kill -9, power loss) mid-way. A checkpoint after
+    ``update`` is not this session's to delete: an unreadable newest one that the resume
+    skipped stays until the run writes that update again."""
+    done = [path for number, path in list_checkpoints(run_dir) if number <= update]
+    for old_path in done[:-keep]:
         os.unlink(old_path)
-    # Temp files of writes that were killed (kill -9, power loss) mid-way.
     for name in os.listdir(run_dir):
         if name.startswith(_TEMP_PREFIX) and name.endswith(_TEMP_SUFFIX):
             os.unlink(os.path.join(run_dir, name))
-    return path
+
+
+def intact_checkpoints_after(run_dir: str, update: int) -> list[str]:
+    """The checkpoints of ``run_dir`` after ``update`` that load: what a session resumed from
+    ``update`` would prune and then overwrite (an unreadable one is no loss)."""
+    intact = []
+    for number, path in list_checkpoints(run_dir):
+        if number <= update:
+            continue
+        try:
+            read_checkpoint_file(path)
+        except CheckpointError:
+            continue
+        intact.append(path)
+    return intact
 
 
 def _fsync_directory(directory: str) -> None:
@@ -343,7 +369,11 @@ def _array(key: str, entry, expected, file_path: str) -> np.ndarray:
 
 def _restore(config: TrainConfig, arrays: dict, file_path: str, env_version):
     """The runner state: this code's template for ``config``, filled from ``arrays``."""
-    leaves, treedef = jax.tree_util.tree_flatten_with_path(runner_state_template(config))
+    try:
+        template = runner_state_template(config)
+    except ConfigError as error:  # its env is not one this install can build
+        raise CheckpointError(f"{file_path}: this code cannot build its run: {error}") from None
+    leaves, treedef = jax.tree_util.tree_flatten_with_path(template)
     expected = {jax.tree_util.keystr(path): leaf for path, leaf in leaves}
     missing, unexpected = sorted(set(expected) - set(arrays)), sorted(set(arrays) - set(expected))
     if missing or unexpected:
@@ -435,6 +465,42 @@ def run_contents(run_dir: str) -> list[str]:
     return contents
 
 
+RUN_LOCK_FILE = ".lock"
+
+
+class RunDirectoryInUse(Exception):
+    """Another live process holds the run directory's lock; ``holder`` is its process id as
+    that process wrote it ("" if unknown)."""
+
+    def __init__(self, run_dir: str, holder: str):
+        super().__init__(run_dir)
+        self.run_dir, self.holder = run_dir, holder
+
+
+def lock_run_directory(run_dir: str):
+    """The open lock file of an existing ``run_dir``, locked exclusively for as long as it
+    stays open (``fcntl.flock``: closing it, or the process's end, releases it, so a killed run
+    leaves no stale lock), holding this process's id. Two sessions started at once (a sweep's
+    ``&``, two resumes of one run) would otherwise write the same metrics and checkpoints: the
+    second gets RunDirectoryInUse. A filesystem without flock leaves the directory unlocked."""
+    path = os.path.join(run_dir, RUN_LOCK_FILE)
+    handle = open(path, "a+", encoding="ascii")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError as error:
+        if error.errno not in (errno.EWOULDBLOCK, errno.EAGAIN, errno.EACCES):
+            return handle  # no flock here (ENOLCK, EINVAL): unlocked, as before locks
+        handle.seek(0)
+        holder = handle.read().strip()
+        handle.close()
+        raise RunDirectoryInUse(run_dir, holder) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(f"{os.getpid()}\n")
+    handle.flush()
+    return handle
+
+
 def seed_directory_name(seed: int) -> str:
     return f"{_SEED_DIRECTORY_PREFIX}{seed}"
 
@@ -516,8 +582,9 @@ def trim_checkpoint(checkpoint: dict, num_envs: int) -> tuple[bytes, dict]:
     ``num_envs`` envs' rollout state and everything else as it is: the network, the optimiser,
     the return statistics, the counters. Its config says ``num_envs`` envs and one minibatch
     (so that it validates at any count); it serves evaluation, watching, search and
-    ``--resume --weights-only`` (whose run takes its batch from its own flags), and a resume
-    continues with ``num_envs`` envs. A checkpoint of 16384 envs is hundreds of MB, mostly
+    ``--resume --weights-only`` (whose run takes its batch from its own flags); a full resume
+    is refused (``train.check_resume``: the optimiser's step count, hence the learning-rate
+    schedule, is the full batch's). A checkpoint of 16384 envs is hundreds of MB, mostly
     the envs' states. Returns (the bytes, the record). Raises CheckpointError."""
     config = TrainConfig.from_dict(checkpoint["config"])
     where = checkpoint["path"]

@@ -147,16 +147,18 @@ def load_checkpoint_everywhere(path: str) -> dict:
     ``CheckpointError`` on every process."""
     if jax.process_count() == 1:
         return load_checkpoint(path, multi_seed=True)
-    if seed_directories(path) and not list_checkpoints(path):
-        raise CheckpointError(f"{path} is a multi-seed run: a multi-process run resumes one "
-                              "seed at a time (--resume <run directory>/seed-<s>)")
     message, failed, checkpoint = None, False, None
     if is_primary():
+        # Every check of the path is process 0's, inside this try: the others cannot see it,
+        # and a failure they are not told of would leave them waiting in the broadcast.
         try:
+            if seed_directories(path) and not list_checkpoints(path):
+                raise CheckpointError(f"{path} is a multi-seed run: a multi-process run resumes "
+                                      "one seed at a time (--resume <run directory>/seed-<s>)")
             data, checkpoint = read_newest_intact(path)
             # A path holds no NUL byte: it separates the file's path from its bytes.
             message = checkpoint["path"].encode() + b"\0" + data
-        except CheckpointError as error:
+        except (CheckpointError, ConfigError, OSError) as error:
             message, failed = str(error).encode(), True
     message, failed = _broadcast_from_primary(message, failed)
     if failed:

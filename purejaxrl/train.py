@@ -16,7 +16,9 @@ import numpy as np
 
 from envs.compile_cache import enable_compile_cache
 from purejaxrl import distributed, ppo
-from purejaxrl.checkpoint import (CheckpointError, list_checkpoints, run_contents,
+from purejaxrl.checkpoint import (CheckpointError, RunDirectoryInUse,
+                                  intact_checkpoints_after, list_checkpoints,
+                                  lock_run_directory, prune_checkpoints, run_contents,
                                   runner_state_template, save_checkpoint, seed_directories,
                                   seed_directory_name, stack_seeds)
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
@@ -173,7 +175,16 @@ def _restore_params(fresh_params, saved_params):
 def check_resume(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
                   num_processes: int) -> None:
     """A full resume needs the process count and the config of the checkpoint's run (only its
-    budget, ``total_timesteps``, may grow: a finished run is extended)."""
+    budget, ``total_timesteps``, may grow: a finished run is extended), and a checkpoint the
+    run wrote itself, not a trimmed copy."""
+    if resuming and checkpoint.get("trimmed_from"):
+        trimmed = checkpoint["trimmed_from"]
+        raise ConfigError(
+            f"{checkpoint['path']} is a trimmed copy (scripts/trim_checkpoint.py: "
+            f"{checkpoint['config']['num_envs']} of {trimmed['num_envs']} envs): its optimiser "
+            "counts the full run's minibatches, so its learning-rate schedule would not "
+            "continue that run; resume the original, or start a new run from its weights "
+            "with --weights-only")
     if resuming and int(checkpoint.get("num_processes", 1)) != num_processes:
         raise ConfigError(
             f"the checkpoint was written by a {checkpoint.get('num_processes', 1)}-process run "
@@ -233,28 +244,61 @@ def run_directory(config: TrainConfig, options: RunOptions, checkpoint: Optional
     return name, os.path.join(options.checkpoint_dir, name)
 
 
-def claim_run_directory(run_name: str, run_dir: str, *, resuming: bool,
-                        name_given: bool) -> tuple[str, str, Optional[str]]:
-    """Make sure the session may write to its run directory, before any work: it is created
-    and must take new files, and a new run never writes into a directory that holds another
-    run: a given ``--run-name`` is refused (naming ``--resume``), a default name gets a free
-    suffix. Returns (run name, run directory, a note for the user or None). Raises
-    ConfigError."""
-    note = None
-    contents = [] if resuming else run_contents(run_dir)
+def claim_run_directory(run_name: str, run_dir: str, *, resuming: bool, name_given: bool,
+                        checkpoint: Optional[dict] = None):
+    """Make sure the session may write to its run directory, before any work: it is created,
+    must take new files, and is locked for the session (``lock_run_directory``); a new run never
+    writes into a directory that holds another run or that another live session holds: a given
+    ``--run-name`` is refused (naming ``--resume``), a default name gets a free suffix. A resume
+    of a single run from ``checkpoint`` is refused where the directory holds later checkpoints
+    that load (``intact_checkpoints_after``): the session would prune them, then overwrite
+    them. Returns (run name, run directory, a note for the user or None, the open lock file:
+    close it when the session ends). Raises ConfigError."""
+    if resuming:
+        prepare_directory(run_dir, "run directory")
+        lock = _lock_or_refuse(run_dir, "resume it once that session has ended")
+        if checkpoint is not None and "seed_checkpoints" not in checkpoint:
+            later = intact_checkpoints_after(run_dir, checkpoint["update"])
+            if later:
+                lock.close()
+                raise ConfigError(
+                    f"{run_dir} holds checkpoints after update {checkpoint['update']} "
+                    f"({', '.join(os.path.basename(path) for path in later)}), which a resume "
+                    f"from {checkpoint['path']} would delete and overwrite: resume the newest "
+                    f"(--resume {run_dir}), move them away first, or start a new run from this "
+                    "one's weights (--weights-only)")
+        return run_name, run_dir, None, lock
+    contents = run_contents(run_dir)
     if contents and name_given:
         resumable = list_checkpoints(run_dir) or seed_directories(run_dir)
         resume = f"continue it with --resume {run_dir}, or " if resumable else ""
         raise ConfigError(f"{run_dir} already holds a run ({', '.join(contents)}): {resume}"
                           "choose another --run-name")
-    if contents:
-        base_name, base_dir, suffix = run_name, run_dir, 2
-        while run_contents(run_dir):
-            run_name, run_dir = f"{base_name}-{suffix}", f"{base_dir}-{suffix}"
-            suffix += 1
-        note = f"{base_dir} holds another run: this run is {run_name}"
-    prepare_directory(run_dir, "run directory")
-    return run_name, run_dir, note
+    if name_given:
+        prepare_directory(run_dir, "run directory")
+        return run_name, run_dir, None, _lock_or_refuse(run_dir, "choose another --run-name")
+    base_name, base_dir, suffix = run_name, run_dir, 2
+    while True:
+        if not run_contents(run_dir):
+            prepare_directory(run_dir, "run directory")
+            try:
+                lock = lock_run_directory(run_dir)
+                break
+            except RunDirectoryInUse:
+                pass  # started in the same second as this one: the next suffix
+        run_name, run_dir = f"{base_name}-{suffix}", f"{base_dir}-{suffix}"
+        suffix += 1
+    note = None if run_dir == base_dir else f"{base_dir} holds another run: this run is {run_name}"
+    return run_name, run_dir, note, lock
+
+
+def _lock_or_refuse(run_dir: str, advice: str):
+    try:
+        return lock_run_directory(run_dir)
+    except RunDirectoryInUse as busy:
+        holder = f" (process {busy.holder})" if busy.holder else ""
+        raise ConfigError(f"{run_dir} is in use by another training session{holder}: "
+                          f"{advice}") from None
 
 
 def _initial_runner(config: TrainConfig, checkpoint: Optional[dict], resuming: bool,
@@ -418,8 +462,12 @@ class _Run:
                 update=self.update, env_steps=self.update * self.config.batch_size,
                 run_name=track.run_name, wandb_run_id=self.wandb_run_id,
                 elapsed_seconds=self.elapsed_before + self.train_seconds,
-                keep=self.options.keep_checkpoints, num_processes=self.num_processes))
+                keep=None, num_processes=self.num_processes))
             track.last_checkpoint = paths[-1]
+        # Pruned only once every seed holds this update: a write that fails (or a kill) between
+        # two seeds leaves an update that all seeds still have, which a resume needs.
+        for track in self.tracks:
+            prune_checkpoints(track.run_dir, self.update, self.options.keep_checkpoints)
         self.last_checkpoint = paths[0] if len(paths) == 1 else self.run_dir
         self.update_of_last_save = self.update
         return paths
@@ -657,29 +705,34 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                           "the teacher is the network the run starts from")
     run_name, run_dir = run_directory(config, options, checkpoint, resuming)
     # Process 0 alone writes, so it alone checks; every process stops if it fails.
-    failure, note = None, None
+    failure, note, lock = None, None, None
     if distributed.is_primary():
         try:
-            run_name, run_dir, note = claim_run_directory(
-                run_name, run_dir, resuming=resuming, name_given=options.run_name is not None)
+            run_name, run_dir, note, lock = claim_run_directory(
+                run_name, run_dir, resuming=resuming, name_given=options.run_name is not None,
+                checkpoint=checkpoint)
         except ConfigError as error:
             failure = error
-    if distributed.agree_any([failure is not None])[0]:
-        raise failure or ConfigError("process 0 cannot write its run directory")
-    enable_compile_cache(options.compile_cache_dir)
-    run = _Run(config, options, checkpoint=checkpoint, resuming=resuming,
-               weights_only=weights_only, stop_after_updates=stop_after_updates, logger=logger,
-               primary=distributed.is_primary(), num_processes=num_processes,
-               run_name=run_name, run_dir=run_dir, note=note)
     try:
-        with StopSignal(run.announce_stop, run.announce_abandon) as stop:
-            interrupted = run.run_chunks(stop, stopping=run.compile(stop))
-            stop.check()  # a signal during the last save: the run ended anyway, say so
-            if interrupted:
-                run.announce_end(stop)
-            stop_signal = stop.signum if interrupted else None
+        if distributed.agree_any([failure is not None])[0]:
+            raise failure or ConfigError("process 0 cannot write its run directory")
+        enable_compile_cache(options.compile_cache_dir)
+        run = _Run(config, options, checkpoint=checkpoint, resuming=resuming,
+                   weights_only=weights_only, stop_after_updates=stop_after_updates,
+                   logger=logger, primary=distributed.is_primary(),
+                   num_processes=num_processes, run_name=run_name, run_dir=run_dir, note=note)
+        try:
+            with StopSignal(run.announce_stop, run.announce_abandon) as stop:
+                interrupted = run.run_chunks(stop, stopping=run.compile(stop))
+                stop.check()  # a signal during the last save: the run ended anyway, say so
+                if interrupted:
+                    run.announce_end(stop)
+                stop_signal = stop.signum if interrupted else None
+        finally:
+            run.close()
     finally:
-        run.close()
+        if lock is not None:
+            lock.close()
     resumed = {}  # what a session that saved nothing leaves as the newest checkpoints
     if resuming:
         resumed = dict(zip(config.seeds, checkpoint.get("seed_checkpoints",

@@ -220,11 +220,34 @@ def test_a_default_run_name_that_is_taken_gets_a_fresh_one(tmp_path):
     for name in ("same", "same-2"):
         (tmp_path / name).mkdir()
         (tmp_path / name / METRICS_FILE).write_text("{}\n")
-    name, run_dir, note = train_module.claim_run_directory(
+    name, run_dir, note, lock = train_module.claim_run_directory(
         "same", str(tmp_path / "same"), resuming=False, name_given=False)
+    lock.close()
     assert (name, run_dir) == ("same-3", str(tmp_path / "same-3"))
     assert note == f"{tmp_path / 'same'} holds another run: this run is same-3"
-    assert os.listdir(run_dir) == []  # created, empty
+    assert os.listdir(run_dir) == [".lock"]  # created, empty but for the session's lock
+
+
+def test_a_run_directory_that_a_live_session_holds_is_not_shared(tmp_path):
+    """Two sessions started at once (a sweep's `&`) both find the default directory empty:
+    the first holds its lock while it runs, so the second takes the next suffix; a given
+    --run-name, or a resume, of the held directory is refused naming the holding process;
+    the lock ends with the session."""
+    def claim(name_given=False, resuming=False):
+        return train_module.claim_run_directory("sweep", str(tmp_path / "sweep"),
+                                                resuming=resuming, name_given=name_given)
+    _, first_dir, note, first = claim()
+    assert first_dir == str(tmp_path / "sweep") and note is None
+    name, second_dir, note, second = claim()
+    assert (name, second_dir) == ("sweep-2", str(tmp_path / "sweep-2"))
+    assert note == f"{tmp_path / 'sweep'} holds another run: this run is sweep-2"
+    for name_given, resuming in ((True, False), (False, True)):
+        with pytest.raises(ConfigError, match=rf"{first_dir} is in use by another training "
+                                              rf"session \(process {os.getpid()}\)"):
+            claim(name_given=name_given, resuming=resuming)
+    first.close()
+    second.close()
+    assert claim(name_given=True)[3].close() is None  # free again
 
 
 @pytest.mark.parametrize("make", ["file", "missing parent"])
@@ -411,7 +434,7 @@ def test_num_seeds_run_resumes_from_its_directory_and_each_seed_evaluates(tmp_pa
     assert train_main([*common, "--seed", "5", "--num-seeds", "2", "--run-name", "pair",
                        "--stop-after-updates", "1"]) == 0
     run_dir = tmp_path / "pair"
-    assert sorted(os.listdir(run_dir)) == ["metrics.jsonl", "seed-5", "seed-6"]
+    assert sorted(os.listdir(run_dir)) == [".lock", "metrics.jsonl", "seed-5", "seed-6"]
     capsys.readouterr()
     assert train_main(["--resume", str(run_dir), "--no-wandb", "--checkpoint-dir",
                        str(tmp_path), "--no-compile-cache"]) == 0

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from purejaxrl import ppo
+from purejaxrl import train as train_module
 from purejaxrl.checkpoint import CheckpointError, list_checkpoints, load_checkpoint
 from purejaxrl.config import ConfigError, validate_config
 from purejaxrl.train import train
@@ -74,6 +75,25 @@ def test_each_seed_is_saved_as_a_single_seed_checkpoint(multi_run):
         assert checkpoint["config"]["num_seeds"] == 1
         assert_trees_equal(checkpoint["runner_state"], seed_result.runner_state)
     assert multi_run.last_checkpoint == multi_run.run_dir
+
+
+def test_a_save_that_fails_between_seeds_leaves_an_update_every_seed_holds(
+        tmp_path, compile_cache_dir, monkeypatch):
+    """A save prunes the seeds' old checkpoints only once every seed's file is written: with
+    --keep-checkpoints 1, a write that fails for seed 4 at update 4 leaves update 2 to both
+    seeds, and the run resumes from it (a prune per seed would leave seed 3 only update 4,
+    seed 4 only update 2: no update in common)."""
+    write = train_module.save_checkpoint
+
+    def disk_full_for_seed_4_at_update_4(run_dir, **fields):
+        if fields["update"] == 4 and run_dir.endswith("seed-4"):
+            raise CheckpointError(f"cannot write checkpoint {run_dir}: disk full")
+        return write(run_dir, **fields)
+
+    monkeypatch.setattr(train_module, "save_checkpoint", disk_full_for_seed_4_at_update_4)
+    with pytest.raises(CheckpointError, match="disk full"):
+        train(MULTI, options(tmp_path, compile_cache_dir, save_interval=2, keep_checkpoints=1))
+    assert load_checkpoint(str(tmp_path / "run"), multi_seed=True)["update"] == 2
 
 
 def test_one_record_per_chunk_with_every_seed_under_its_prefix(multi_run):

@@ -4,6 +4,7 @@ bit-for-bit identical to an uninterrupted run."""
 
 import json
 import os
+import shutil
 import signal
 
 import jax
@@ -183,6 +184,11 @@ def test_a_trimmed_checkpoint_keeps_the_network_and_the_first_envs(full_run, tmp
     result = train(CONFIG, options(tmp_path, compile_cache_dir, run_name="from-trimmed"),
                    checkpoint=trimmed, weights_only=True, stop_after_updates=1)
     assert result.updates_done == 1
+    # Its optimiser counted 2 minibatches an update, its config says 1: a full resume would
+    # run the learning-rate schedule at twice the pace, so only --weights-only takes it.
+    with pytest.raises(ConfigError, match="is a trimmed copy .*2 of 4 envs.*--weights-only"):
+        train(TrainConfig.from_dict(trimmed["config"]),
+              options(tmp_path, compile_cache_dir, run_name=None), checkpoint=trimmed)
     for envs in (0, CONFIG.num_envs + 1):
         with pytest.raises(CheckpointError, match="the envs to keep must be in"):
             checkpoint_module.trim_checkpoint(original, envs)
@@ -255,6 +261,34 @@ def test_checkpoint_write_is_atomic(full_run, tmp_path, monkeypatch):
     monkeypatch.undo()
     assert sorted(os.listdir(tmp_path)) == ["checkpoint_5.msgpack"]
     assert load_checkpoint(str(tmp_path))["update"] == 5
+
+
+def test_a_save_prunes_only_the_checkpoints_up_to_its_own_update(full_run, tmp_path):
+    """Keep-last-N counts the checkpoints up to the update just written: a later one (an
+    unreadable newest that the resume skipped) is not the session's to delete. Saving update
+    3 with keep 1 beside updates 1, 2, 4 and 5 removes 1 and 2 and leaves 3, 4 and 5."""
+    fields = dict(config=CONFIG.to_dict(), env_steps=160, run_name="r", wandb_run_id=None,
+                  elapsed_seconds=0.0, runner_state=jax.device_get(full_run.runner_state))
+    for update in (1, 2, 4, 5):
+        checkpoint_module.save_checkpoint(str(tmp_path), update=update, keep=None, **fields)
+    checkpoint_module.save_checkpoint(str(tmp_path), update=3, keep=1, **fields)
+    assert [update for update, _ in list_checkpoints(str(tmp_path))] == [3, 4, 5]
+
+
+def test_resuming_an_older_checkpoint_of_a_run_with_later_ones_is_refused(full_run, tmp_path,
+                                                                          compile_cache_dir):
+    """A resume continues in its checkpoint's directory: from checkpoint_4 of a run that also
+    holds a checkpoint_5 that loads, the session would delete 5 (keep-last-N) and then write
+    over it, and a later --resume of the directory would take the abandoned 5. Refused before
+    any work, naming the later file; the directory is left as it was."""
+    run_dir = tmp_path / "copy"
+    shutil.copytree(full_run.run_dir, run_dir)
+    before = sorted(os.listdir(run_dir))
+    older = load_checkpoint(str(run_dir / "checkpoint_4.msgpack"))
+    with pytest.raises(ConfigError, match=r"after update 4 \(checkpoint_5\.msgpack\).*"
+                                          r"delete and overwrite.*--weights-only"):
+        train(CONFIG, options(tmp_path, compile_cache_dir, run_name=None), checkpoint=older)
+    assert sorted(os.listdir(run_dir)) == before
 
 
 def test_checkpoint_holds_plain_data_and_json_metadata(full_run):
