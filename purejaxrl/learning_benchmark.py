@@ -21,6 +21,7 @@ import dataclasses
 import datetime
 import json
 import os
+import tempfile
 import time
 from typing import Callable, Optional
 
@@ -36,6 +37,7 @@ from purejaxrl.config import ConfigError, RunOptions, TrainConfig, config_differ
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
                                   random_policy, stage_report, summarize_episodes)
+from purejaxrl.output_paths import OVERWRITE_FLAG, OutputPathError
 from purejaxrl.provenance import git_commit
 
 EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
@@ -276,6 +278,104 @@ def check_kept_seeds(done: dict, config: TrainConfig, label: str) -> None:
             raise ConfigError(f"--resume: seed {seed} of {label} in the ledger was trained "
                               f"with another configuration ({'; '.join(differences[:3])}): "
                               "give its flags, or choose another --label")
+
+
+def check_kept_boards(done: dict, eval_episodes: int, label: str) -> None:
+    """A resumed benchmark keeps the label's seeds and baselines from the ledger: refuse
+    (ConfigError, before any work) where one of them was judged on other held-out boards than
+    this sitting would judge on (another ``--eval-episodes``, or boards drawn from another key
+    than ``EVALUATION_KEY``), so that a table never compares policies played on two board
+    sets under one board count. Rows that do not record their boards are not compared."""
+    def named(key):
+        return f"seed {key}" if isinstance(key, int) else f"the {key.split(':', 1)[1]} baseline"
+    kept = sorted(done.items(), key=lambda item: (isinstance(item[0], str),
+                                                  item[0] if isinstance(item[0], int) else 0,
+                                                  str(item[0])))
+    counts = sorted({row["eval_episodes"] for _, row in kept
+                     if row.get("eval_episodes") is not None})
+    if len(counts) > 1:
+        # No --eval-episodes matches every kept row: name none, lest the next sitting be
+        # refused for the other count.
+        raise ConfigError(f"--resume: {label}'s rows in the ledger were judged on "
+                          f"{' and '.join(map(str, counts))} held-out boards: choose another "
+                          "--label")
+    for key, row in kept:
+        if row.get("eval_key") not in (None, EVALUATION_KEY):
+            raise ConfigError(f"--resume: {named(key)} of {label} in the ledger was judged on "
+                              f"boards of key {row['eval_key']}, this code draws them from key "
+                              f"{EVALUATION_KEY}: choose another --label")
+        if row.get("eval_episodes") not in (None, eval_episodes):
+            raise ConfigError(f"--resume: {named(key)} of {label} in the ledger was judged on "
+                              f"{row['eval_episodes']} held-out boards, this sitting would judge "
+                              f"on {eval_episodes}: pass --eval-episodes {row['eval_episodes']}, "
+                              "or choose another --label")
+
+
+# What the curve may be saved as: the formats matplotlib writes with nothing beyond its own
+# dependencies (pgf needs LaTeX; raw and rgba are no image files). Without an extension
+# savefig would add ".png", writing another file than the one checked and reported.
+PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff")
+
+
+def check_writable_file(path: str, what: str) -> None:
+    """Raise ``OutputPathError`` (``what`` names the flag) unless ``path`` can be appended to
+    or created: an existing file that opens for appending, or a place whose nearest existing
+    directory takes new files (the directories between are made when the file is written).
+    Creates and changes nothing."""
+    if os.path.isdir(path):
+        raise OutputPathError(f"{what}: is a directory")
+    if os.path.exists(path):
+        try:
+            with open(path, "ab"):  # appends nothing
+                pass
+        except OSError as error:
+            raise OutputPathError(f"{what}: cannot write ({error.strerror or error})") from None
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(directory):
+        directory = os.path.dirname(directory)
+    if not os.path.isdir(directory):
+        raise OutputPathError(f"{what}: {directory} is not a directory")
+    # Permission bits alone do not tell (a read-only filesystem, root): make a file.
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".write-test-"):
+            pass
+    except OSError as error:
+        raise OutputPathError(f"{what}: cannot write in {directory} "
+                              f"({error.strerror or error})") from None
+
+
+def check_ledger(path: str) -> None:
+    """Refuse (``OutputPathError``, before any work) a ledger the benchmark could not read or
+    append to: a directory, a file that is not JSON lines of objects, a place that takes no
+    file. A missing ledger is started."""
+    what = f"--ledger {path}"
+    check_writable_file(path, what)
+    if not os.path.exists(path):
+        return
+    try:
+        rows = read_jsonl(path)
+    except (ValueError, UnicodeDecodeError) as error:
+        raise OutputPathError(f"{what}: not a JSONL ledger ({error})") from None
+    if not all(isinstance(row, dict) for row in rows):
+        raise OutputPathError(f"{what}: not a JSONL ledger (a line is not a JSON object)")
+
+
+def check_plot(path: str, what: str, replace: bool) -> None:
+    """Refuse (``OutputPathError``, before any work) a curve path matplotlib cannot save to,
+    and an existing file unless ``replace`` (``--overwrite``, or the label's own curve being
+    redrawn on ``--resume``): a curve is drawn after the first seed, too late to find out."""
+    if os.path.isdir(path):
+        raise OutputPathError(f"{what}: is a directory")
+    extension = os.path.splitext(path)[1][1:].lower()
+    if extension not in PLOT_FORMATS:
+        formats = ", ".join("." + name for name in PLOT_FORMATS)
+        raise OutputPathError(f"{what}: the curve's format is its extension, one of {formats}"
+                              + (f"; not .{extension}" if extension else ""))
+    if os.path.isfile(path) and not replace:
+        raise OutputPathError(f"{what}: already exists; pass {OVERWRITE_FLAG} to replace it, "
+                              "or choose a new path")
+    check_writable_file(path, what)
 
 
 def median(values):
@@ -564,7 +664,9 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         check_new_label(ledger, label, tier, [os.path.join(options.checkpoint_dir, name)
                                               for _, name in runs])
     else:
-        check_kept_seeds(finished_rows(ledger, label, tier), config, label)
+        kept = finished_rows(ledger, label, tier)
+        check_kept_seeds(kept, config, label)
+        check_kept_boards(kept, eval_episodes, label)
     judge = make_judge(config, eval_episodes)
     judged_in = shown_judgement(registry.judgements(config.env)).words
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,

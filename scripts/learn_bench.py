@@ -43,9 +43,11 @@ from purejaxrl.checkpoint import CheckpointError
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
-                                          REFERENCE_LEDGER, TIERS, ledger_overview,
+                                          REFERENCE_LEDGER, TIERS, check_ledger, check_plot,
+                                          finished_rows, ledger_overview,
                                           ledger_stage_overview,
                                           read_jsonl, run)
+from purejaxrl.output_paths import add_overwrite_argument
 from purejaxrl.train import train
 
 
@@ -71,7 +73,10 @@ def build_parser() -> argparse.ArgumentParser:
                              f"{REFERENCE_LEDGER} for the tier reference)")
     parser.add_argument("--no-ledger", action="store_true", help="do not append to the ledger")
     parser.add_argument("--plot", help="learning-curve PNG (default: beside the ledger, "
-                        "<label>.png)")
+                        "<label>.png); an existing file is refused unless --overwrite, or it "
+                        "is the default curve of a label resumed (--resume) with seeds in the "
+                        "ledger")
+    add_overwrite_argument(parser)
     parser.add_argument("--checkpoint-dir", default="checkpoints",
                         help="where each seed's run directory goes")
     parser.add_argument("--overview", action="store_true",
@@ -128,6 +133,12 @@ def main(argv=None) -> int:
         label = args.label or args.tier
         if args.eval_episodes < 1:
             raise ConfigError(f"--eval-episodes must be >= 1, got {args.eval_episodes}")
+        repeated = sorted({seed for seed in seeds if seeds.count(seed) > 1})
+        if repeated:
+            # The second training of a seed would find the first one's run directory, after
+            # hours of work.
+            raise ConfigError(f"--seeds names seed(s) {', '.join(map(str, repeated))} more "
+                              f"than once, got {seeds}")
         if args.vmap_seeds and seeds != list(range(seeds[0], seeds[0] + len(seeds))):
             raise ConfigError(f"--vmap-seeds trains consecutive seeds, got {seeds}")
         if not label or "/" in label:
@@ -157,7 +168,25 @@ def main(argv=None) -> int:
     if args.ledger is None:
         args.ledger = REFERENCE_LEDGER if args.tier == "reference" else LEDGER
     ledger = None if args.no_ledger else args.ledger
-    plot = args.plot or os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")
+    default_plot = os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")
+    plot = args.plot or default_plot
+    try:
+        if ledger:
+            check_ledger(ledger)
+            if os.path.realpath(plot) == os.path.realpath(ledger):
+                raise ConfigError(f"--plot {plot} is the ledger")
+        # A resumed label's curve, drawn from its seed rows at its default path, is redrawn
+        # as seeds are added; any other existing file may be another label's (or tier's)
+        # curve or no curve at all, which this benchmark cannot tell.
+        own_curve = bool(ledger and args.resume
+                         and os.path.realpath(plot) == os.path.realpath(default_plot)
+                         and any(isinstance(key, int)
+                                 for key in finished_rows(ledger, label, args.tier)))
+        check_plot(plot, f"--plot {plot}" if args.plot else f"the curve {plot} (--plot)",
+                   args.overwrite or own_curve)
+    except ConfigError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     command = "python scripts/learn_bench.py " + " ".join(
         shlex.quote(a) for a in (argv if argv is not None else sys.argv[1:]))
     try:
