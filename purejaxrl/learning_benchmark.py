@@ -32,7 +32,7 @@ import numpy as np
 from envs import registry
 from envs.options import shown_judgement
 from purejaxrl import ppo
-from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, seed_directories
+from purejaxrl.checkpoint import list_checkpoints, load_checkpoint, run_contents, seed_directories
 from purejaxrl.config import ConfigError, RunOptions, TrainConfig, config_differences
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
@@ -248,7 +248,7 @@ def check_new_label(ledger: Optional[str], label: str, tier: str, run_dirs: list
         raise ConfigError(f"--label {label} ({tier}) already has rows in {ledger}: continue it "
                           "with --resume, or choose another --label")
     for run_dir in run_dirs:
-        if os.path.isdir(run_dir) and os.listdir(run_dir):
+        if run_contents(run_dir):
             raise ConfigError(f"{run_dir} already holds a run: continue the benchmark with "
                               "--resume, or choose another --label or --checkpoint-dir")
 

@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--no-ledger", action="store_true", help="do not append to the ledger")
     parser.add_argument("--plot", help="learning-curve PNG (default: beside the ledger, "
                         "<label>.png); an existing file is refused unless --overwrite, or it "
-                        "is the default curve of a label resumed (--resume) with seeds in the "
+                        "is the default curve of a label resumed (--resume) with rows in the "
                         "ledger")
     add_overwrite_argument(parser)
     parser.add_argument("--checkpoint-dir", default="checkpoints",
@@ -175,13 +175,13 @@ def main(argv=None) -> int:
             check_ledger(ledger)
             if os.path.realpath(plot) == os.path.realpath(ledger):
                 raise ConfigError(f"--plot {plot} is the ledger")
-        # A resumed label's curve, drawn from its seed rows at its default path, is redrawn
-        # as seeds are added; any other existing file may be another label's (or tier's)
-        # curve or no curve at all, which this benchmark cannot tell.
+        # A resumed label's curve at its default path is redrawn as seeds are added (its
+        # baselines reach the ledger before the first seed trains, and an interrupted seed
+        # leaves its curve so far); any other existing file may be another label's (or
+        # tier's) curve or no curve at all, which this benchmark cannot tell.
         own_curve = bool(ledger and args.resume
                          and os.path.realpath(plot) == os.path.realpath(default_plot)
-                         and any(isinstance(key, int)
-                                 for key in finished_rows(ledger, label, args.tier)))
+                         and finished_rows(ledger, label, args.tier))
         check_plot(plot, f"--plot {plot}" if args.plot else f"the curve {plot} (--plot)",
                    args.overwrite or own_curve)
     except ConfigError as error:

@@ -77,13 +77,15 @@ def test_an_existing_curve_is_replaced_only_with_overwrite(bench, tmp_path):
     assert code == 0 and len(calls) == 1 and calls[0][8] == str(curve)
 
 
-def test_a_resumed_label_redraws_its_own_curve_and_no_other_file(bench, tmp_path):
-    """--resume of a label with seeds in the ledger redraws its default curve (as the first
-    sitting drew it, now with the new seeds); another existing file named by --plot is not
-    this label's to replace."""
+@pytest.mark.parametrize("kept", [{"kind": "seed", "seed": 0},
+                                  {"kind": "baseline", "policy": "random"}])
+def test_a_resumed_label_redraws_its_own_curve_and_no_other_file(bench, tmp_path, kept):
+    """--resume of a label with rows in the ledger redraws its default curve (as the first
+    sitting drew it, now with the new seeds; a first seed interrupted after the baselines
+    leaves only baseline rows and its curve so far); another existing file named by --plot is
+    not this label's to replace."""
     ledger = tmp_path / "ledger.jsonl"
-    ledger.write_text(json.dumps({"label": "x", "tier": "smoke", "kind": "seed", "seed": 0})
-                      + "\n")
+    ledger.write_text(json.dumps({"label": "x", "tier": "smoke", **kept}) + "\n")
     (tmp_path / "x.png").write_bytes(b"x's curve")
     (tmp_path / "y.png").write_bytes(b"y's curve")
     refused(bench(["--label", "x", "--resume", "--ledger", str(ledger), "--plot",

@@ -4,6 +4,8 @@ work (the baselines' evaluation included), and nothing is written."""
 
 import json
 
+import pytest
+
 from tests.script_harness import load_script
 
 
@@ -89,3 +91,18 @@ def test_a_resume_whose_kept_seed_ran_another_configuration_is_refused(tmp_path,
                                        num_minibatches=4, update_epochs=4)
             check_kept_seeds(finished_rows(str(ledger), "x", "smoke"), built, "x")
         assert ledger.read_text().count("\n") == 1 and not (tmp_path / "runs").exists()
+
+
+def test_a_run_directory_holding_nothing_of_a_run_is_not_refused(tmp_path):
+    """What counts as a run is what the trainer counts (``run_contents``): a directory that a
+    session locked and left before its first metrics record or checkpoint (it failed to start)
+    does not block the label; one with a checkpoint does."""
+    from purejaxrl.config import ConfigError
+    from purejaxrl.learning_benchmark import check_new_label
+    run_dir = tmp_path / "x-s0"
+    run_dir.mkdir()
+    (run_dir / ".lock").write_text("123\n")
+    check_new_label(None, "x", "smoke", [str(run_dir)])
+    (run_dir / "checkpoint_1.msgpack").write_bytes(b"")
+    with pytest.raises(ConfigError, match="already holds a run"):
+        check_new_label(None, "x", "smoke", [str(run_dir)])
