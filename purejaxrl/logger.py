@@ -20,6 +20,7 @@ import numpy as np
 
 from purejaxrl.checkpoint import METRICS_FILE
 from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.output_paths import write_text
 from purejaxrl.ppo import UpdateMetrics
 
 _LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
@@ -332,20 +333,47 @@ class Progress:
         self.console.status("")
 
 
+def _drop_records_after(path: str, update: int) -> None:
+    """Rewrite the metrics file ``path`` (atomically) without its records of updates after
+    ``update``; a line that does not parse (a write cut short by a kill) goes too."""
+    if not os.path.exists(path):
+        return
+    with open(path, encoding="utf-8") as handle:
+        lines = handle.read().splitlines()
+    kept = []
+    for line in lines:
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(record, dict) and record.get("update", 0) <= update:
+            kept.append(line)
+    if len(kept) != len(lines):
+        write_text(path, "".join(line + "\n" for line in kept))
+
+
 class RunLogger:
     """Writes every record to ``<run_dir>/metrics.jsonl`` (appending on resume), prints
     progress, and mirrors records to wandb when enabled. ``log``, ``print`` and
-    ``log_checkpoint_artifact`` never raise (see the module docstring)."""
+    ``log_checkpoint_artifact`` never raise (see the module docstring).
+
+    ``resumed_at_update``: the update a resume starts from. Records of later updates (logged
+    after that checkpoint by a session that then died without saving) are dropped first: the
+    resumed session trains those updates again, and the file keeps one record per chunk in
+    order, as an uninterrupted run's would."""
 
     def __init__(self, run_dir: str, *, use_wandb: bool, quiet: bool = False,
                  wandb_project: str | None = None, wandb_entity: str | None = None,
                  wandb_mode: str = "online", wandb_run_id: str | None = None,
-                 run_name: str | None = None, config: dict | None = None):
+                 run_name: str | None = None, config: dict | None = None,
+                 resumed_at_update: int | None = None):
         os.makedirs(run_dir, exist_ok=True)
         self.run_dir = run_dir
         self.quiet = quiet
         self.console = Console(enabled=not quiet)
         self.metrics_path = os.path.join(run_dir, METRICS_FILE)
+        if resumed_at_update is not None:
+            _drop_records_after(self.metrics_path, resumed_at_update)
         self._file = open(self.metrics_path, "a", encoding="utf-8")
         self.wandb_run = None
         if use_wandb and wandb_mode != "disabled":

@@ -429,7 +429,8 @@ class _Run:
         return RunLogger(self.run_dir, use_wandb=options.wandb, quiet=options.quiet,
                          wandb_project=options.wandb_project, wandb_entity=options.wandb_entity,
                          wandb_mode=options.wandb_mode, wandb_run_id=wandb_run_id,
-                         run_name=self.run_name, config=self.config.to_dict())
+                         run_name=self.run_name, config=self.config.to_dict(),
+                         resumed_at_update=self.update if self.resuming else None)
 
     def _announce_start(self) -> None:
         config = self.config

@@ -110,16 +110,21 @@ def test_keep_last_n_checkpoints_with_complete_contents(full_run):
 def test_resume_is_bit_for_bit(full_run, tmp_path, compile_cache_dir):
     """3 updates, save, resume from the run directory, 2 more == 5 updates in one run: every
     array of the runner state (params, optimizer, env states, observations, keys, episode
-    accumulators, counters) is identical."""
+    accumulators, counters) is identical. The metrics file is the uninterrupted run's too:
+    what a session logged after its last checkpoint before it died (here update 4, and a
+    last line cut short) is trained again, so it is dropped, not kept twice."""
     first = train(CONFIG, options(tmp_path, compile_cache_dir), stop_after_updates=3)
     assert first.updates_done == 3 and first.last_checkpoint.endswith("checkpoint_3.msgpack")
+    metrics = os.path.join(first.run_dir, "metrics.jsonl")
+    with open(metrics, "a") as handle:
+        handle.write(json.dumps({"update": 4, "env_steps": 128}) + '\n{"update": 5, "env_st')
     second = train(CONFIG, options(tmp_path, compile_cache_dir),
                    checkpoint=load_checkpoint(first.run_dir))
     assert second.updates_done == 5
     assert_trees_equal(second.runner_state, full_run.runner_state)
     # The resumed run appends to the same metrics file.
-    lines = open(os.path.join(first.run_dir, "metrics.jsonl")).read().splitlines()
-    assert len(lines) == 2 + 1
+    updates = [json.loads(line)["update"] for line in open(metrics).read().splitlines()]
+    assert updates == [2, 3, 5]
 
 
 def test_resume_with_different_config_names_the_fields(full_run, compile_cache_dir, tmp_path):
