@@ -244,6 +244,21 @@ def load_policy(path: str):
         raise WatchError(str(error), error.code) from None
 
 
+def check_agent_options(checkpoint_config, record_config) -> None:
+    """Refuse (exit 2) games played under other agent env options than the checkpoint's
+    (``TrainConfig.agent_env_options``: the acquire macro, an action of the network; the
+    exit-distance view, an input of it): its network does not fit them, or its macro action
+    would mean another plan there."""
+    ours, theirs = checkpoint_config.agent_env_options(), record_config.agent_env_options()
+    differ = [name for name in ours if ours[name] != theirs.get(name)]
+    if differ:
+        def said(values):
+            return ", ".join(f"{name}={values.get(name)!r}" for name in differ)
+        raise WatchError(f"the games were played with {said(theirs)}, the checkpoint's agent "
+                         f"with {said(ours)}: its network cannot play them (watch them "
+                         "without the checkpoint)", 2)
+
+
 # --------------------------------------------------------------------------- simulation
 
 def network_decision(env, network):
@@ -403,7 +418,7 @@ def run(args) -> int:
                          INTERACTIVE_MIN_COMPILE_SECS)
     record_in = (load_record(args.replay) if args.replay
                  else evaluation_games(args) if args.evaluation else None)
-    network = params = None
+    policy = network = params = None
     if args.checkpoint:
         policy = load_policy(args.checkpoint)
         config, params, checkpoint = policy.config, policy.params, policy.checkpoint
@@ -414,6 +429,8 @@ def run(args) -> int:
     if record_in is not None:
         options, seed = record_in["env_options"], record_in["seed"]
         config = config_for_options(options)
+        if policy is not None:
+            check_agent_options(policy.config, config)
         episodes = [(entry["episode"], entry["actions"]) for entry in record_in["episodes"]]
     else:
         if args.max_episode_steps is not None:
@@ -421,8 +438,9 @@ def run(args) -> int:
         options, seed = env_options_of(config), args.seed
         episodes = [(episode, None) for episode in range(args.episodes)]
     env, env_params = ppo.make_env(config)
-    if params is not None:
-        network = make_network(config, env)
+    if policy is not None:
+        # The checkpoint's own architecture: a record's config holds only env options.
+        network = make_network(policy.config, env)
     decision = None if network is None else network_decision(env, network)
     screened = None
     if args.only and not args.evaluation:  # an evaluation's games are picked by its ends

@@ -36,26 +36,43 @@ VALUE_LEAF = "value"
 DEFAULT_WORLDS = 4
 
 
+class Given(argparse.Action):
+    """``store``, and the flag noted in ``given_search_flags``: a search flag that has a
+    default is refused where no row it shapes is asked for, even given at that default
+    (``UNUSED_WITHOUT``)."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        setattr(namespace, self.dest, values)
+        namespace.given_search_flags = (*getattr(namespace, "given_search_flags", ()),
+                                        self.dest)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.set_defaults(given_search_flags=())
     search = parser.add_argument_group(
         "search rows (SPEC §4.5): Gumbel MuZero with the game as its model, on the same boards")
     search.add_argument("--search-simulations", type=int, nargs="+", metavar="N",
                         help="add a row search-N for each budget N (simulations per world and "
                         "move)")
     search.add_argument("--search-worlds", type=int, default=DEFAULT_WORLDS, metavar="K",
+                        action=Given,
                         help="worlds re-drawn from what the player sees, searched per move "
                         f"(fair rows; default {DEFAULT_WORLDS}; other counts tag the rows "
                         "...-wK)")
     search.add_argument("--search-information", choices=("fair", "perfect", "both"),
-                        default="fair", help="fair (default): hidden fields re-drawn; perfect: "
-                        "the true state, an upper bound (rows search-N-perfect-info)")
+                        default="fair", action=Given,
+                        help="fair (default): hidden fields re-drawn; perfect: the true "
+                        "state, an upper bound (rows search-N-perfect-info)")
     search.add_argument("--search-prior", choices=("uniform", "checkpoint", "both"),
-                        help="prior logits: uniform, or the checkpoint's policy (rows "
-                        "search-N-ppo); default: checkpoint with --checkpoint, else uniform")
+                        action=Given,
+                        help="the tree search's prior logits: uniform, or the checkpoint's "
+                        "policy (rows search-N-ppo); default: checkpoint with --checkpoint, "
+                        "else uniform")
     search.add_argument("--search-prior-mix", type=finite_float, default=0.0, metavar="P",
-                        help="mix a share P of uniform (over the legal actions) into the "
-                        "checkpoint's prior, so that actions the network almost never plays "
-                        "can still be chosen (rows search-N-ppo-mixP; default 0)")
+                        action=Given,
+                        help="tree rows: mix a share P of uniform (over the legal actions) "
+                        "into the checkpoint's prior, so that actions the network almost "
+                        "never plays can still be chosen (rows search-N-ppo-mixP; default 0)")
     search.add_argument("--search-prior-mix-over", choices=("actions", "groups"),
                         default="actions", help="the uniform of --search-prior-mix: over the "
                         "legal actions (default), or over the env's action groups, the "
@@ -67,7 +84,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "owned, seen from the observation, so that every other move stays "
                         "the network's (rows ...-acquire; envs whose search hooks have "
                         "acquisition_in_reach)")
-    search.add_argument("--search-leaf", choices=LEAVES, default="exit",
+    search.add_argument("--search-leaf", choices=LEAVES, default="exit", action=Given,
                         help="leaf value: exit (gamma ** BFS distance to the exit, default), "
                         "rollout (the heuristic for 8 steps, then exit), zero; value: the "
                         "checkpoint's critic, the search then maximising the network's own "
@@ -115,6 +132,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "Gumbel MuZero's sampling without replacement; 0: the considered "
                         "actions and the move are the deterministic best; rows ...-gG)")
     search.add_argument("--search-boards-in-flight", type=int, default=64, metavar="W",
+                        action=Given,
                         help="boards searched at once (memory and speed, not results; "
                         "default 64)")
     rollout = parser.add_argument_group(
@@ -123,13 +141,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     rollout.add_argument("--rollout-search", type=int, nargs="+", metavar="R",
                          help="add a row rollout-R-hH-kK for each R: R rollouts per "
                          "candidate move, each in its own world (re-drawn for fair rows)")
-    rollout.add_argument("--rollout-horizon", type=int, default=8, metavar="H",
+    rollout.add_argument("--rollout-horizon", type=int, default=8, metavar="H", action=Given,
                          help="steps the network plays after the candidate move before the "
                          "leaf value ends the rollout (default 8)")
     rollout.add_argument("--rollout-candidates", type=int, default=8, metavar="K",
+                         action=Given,
                          help="the K legal moves the network ranks highest are rolled out "
                          "(default 8; the uniform prior ranks by action index)")
     rollout.add_argument("--rollout-min-gain-z", type=finite_float, default=0.0, metavar="Z",
+                         action=Given,
                          help="leave the network's favourite only for a move whose mean gain "
                          "over it, paired on the same draws, is more than Z standard errors "
                          "(default 0: the best mean; rows ...-zZ; needs R >= 2)")
@@ -139,7 +159,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                          "at each step of its rollouts while it stays legal, up to S steps in "
                          "all, before the network plays on; a row per S and R (default 1: "
                          "never held; at most H + 1; rows ...-holdS)")
-    rollout.add_argument("--rollout-policy", choices=("greedy", "sampled"),
+    rollout.add_argument("--rollout-policy", choices=("greedy", "sampled"), action=Given,
                          help="the network's move along a rollout: greedy (default with "
                          "--checkpoint) or sampled (without one: uniformly random playouts)")
 
@@ -149,8 +169,50 @@ def wants_search(args) -> bool:
     return bool(args.search_simulations or args.rollout_search)
 
 
+# The search flags that shape only some rows, and why each is refused without them: a flag
+# no row reads would otherwise be accepted and the command run as if it were not given.
+NEEDS_SEARCH = "needs --search-simulations or --rollout-search"
+UNUSED_WITHOUT = {
+    "search_information": ("any", NEEDS_SEARCH),
+    "search_leaf": ("any", NEEDS_SEARCH),
+    "search_boards_in_flight": ("any", NEEDS_SEARCH),
+    "search_worlds": ("tree", "is the tree search's worlds per move: it needs "
+                      "--search-simulations (each rollout has its own world)"),
+    "search_prior": ("tree", "is the tree search's prior: it needs --search-simulations "
+                     "(rollouts play the checkpoint's network, or uniform playouts without "
+                     "one)"),
+    # The mix lifts what the network vetoes at Gumbel MuZero's root (``search.mix_uniform``);
+    # a rollout search has no such veto, its candidates scored by their returns alone.
+    "search_prior_mix": ("tree", "opens the tree search's prior: it needs "
+                         "--search-simulations (rollouts score each candidate by its "
+                         "returns alone)"),
+    "rollout_horizon": ("rollout", "needs --rollout-search"),
+    "rollout_candidates": ("rollout", "needs --rollout-search"),
+    "rollout_min_gain_z": ("rollout", "needs --rollout-search"),
+    "rollout_policy": ("rollout", "needs --rollout-search"),
+}
+
+
+def unused_flag_error(args) -> str | None:
+    """The first search flag given (``Given``) where no row it shapes is asked for."""
+    asked = {"any": wants_search(args), "tree": bool(args.search_simulations),
+             "rollout": bool(args.rollout_search)}
+    for dest in getattr(args, "given_search_flags", ()):
+        rows, reason = UNUSED_WITHOUT[dest]
+        if not asked[rows]:
+            return f"--{dest.replace('_', '-')} {reason}"
+    if "search_worlds" in getattr(args, "given_search_flags", ()) and (
+            args.search_information == "perfect"):
+        return ("--search-worlds re-draws what the player cannot see: --search-information "
+                "perfect searches the true state, one world (use fair or both)")
+    return None
+
+
 def arguments_error(args) -> str | None:
     """The first bad search option, found before any work; None if all are fine."""
+    unused = unused_flag_error(args)
+    if unused:
+        return unused
     for budget in args.search_simulations or []:
         if budget < 1:
             return f"--search-simulations must be >= 1, got {budget}"
@@ -237,10 +299,13 @@ def env_error(args, env) -> str | None:
                                                                  "acquisition_in_reach"):
         return ("--search-prior-mix-where acquire needs an env whose search hooks have "
                 "acquisition_in_reach")
-    if max(args.rollout_hold) > 1 and not (hasattr(env.search_hooks, "plan_actions")
-                                      and env.search_hooks.plan_actions(env.env).any()):
-        return ("--rollout-hold needs an env with plan actions (HackMatrix: a checkpoint "
-                "trained with --acquire-macro)")
+    for flag, hold in (("--rollout-hold", max(args.rollout_hold)),
+                       ("--search-hold-plans", args.search_hold_plans)):
+        # Without a plan action nothing is ever held: a -holdS row would be the unheld one.
+        if hold > 1 and not (hasattr(env.search_hooks, "plan_actions")
+                             and env.search_hooks.plan_actions(env.env).any()):
+            return (f"{flag} needs an env with plan actions (HackMatrix: a checkpoint "
+                    "trained with --acquire-macro)")
     if args.search_reward is not None and args.search_reward not in env.training_reward_names:
         return (f"--search-reward {args.search_reward!r} is not a training reward of the env "
                 f"(one of {', '.join(env.training_reward_names)})")

@@ -759,6 +759,40 @@ def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsy
     assert err.startswith(f"error: {message}") and "\n" not in err
 
 
+@pytest.mark.parametrize("arguments, message", [
+    (["--rollout-search", "2", "--search-prior", "uniform"],
+     "--search-prior is the tree search's prior: it needs --search-simulations"),
+    (["--rollout-search", "2", "--search-prior-mix", "0.25"],
+     "--search-prior-mix opens the tree search's prior: it needs --search-simulations"),
+    (["--rollout-search", "2", "--search-worlds", "8"],
+     "--search-worlds is the tree search's worlds per move: it needs --search-simulations"),
+    (["--search-worlds", "4"], "--search-worlds is the tree search's worlds per move"),
+    (["--search-simulations", "8", "--search-information", "perfect", "--search-worlds", "8"],
+     "--search-worlds re-draws what the player cannot see"),
+    (["--search-information", "perfect"],
+     "--search-information needs --search-simulations or --rollout-search"),
+    (["--search-leaf", "zero"], "--search-leaf needs --search-simulations or --rollout-search"),
+    (["--search-boards-in-flight", "8"],
+     "--search-boards-in-flight needs --search-simulations or --rollout-search"),
+    (["--search-simulations", "8", "--rollout-horizon", "4"],
+     "--rollout-horizon needs --rollout-search"),
+    (["--rollout-candidates", "8"], "--rollout-candidates needs --rollout-search"),
+    (["--rollout-policy", "sampled"], "--rollout-policy needs --rollout-search"),
+    (["--rollout-min-gain-z", "1"], "--rollout-min-gain-z needs --rollout-search"),
+])
+def test_a_search_flag_no_row_reads_is_refused(arguments, message, capsys, monkeypatch):
+    """A search flag where no row it shapes is asked for (the tree's worlds and prior with
+    only rollout rows, any search flag without search rows, the rollouts' without rollout
+    rows; even given at its default) is refused before any work, one line, exit 2, not
+    accepted and ignored."""
+    def no_work(*args, **kwargs):
+        raise AssertionError("work started")
+    monkeypatch.setattr(jax.random, "PRNGKey", no_work)
+    assert evaluate_main(arguments) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"error: {message}") and "\n" not in err
+
+
 def test_value_and_gumbel_scales_reach_the_tree_search_and_name_its_row(monkeypatch):
     """``--search-value-scale V --search-gumbel-scale G`` are the ``SearchSettings`` of every
     tree row and its name's ``-vsV-gG`` (the defaults, 0.1 and 1, add no tag); the JSON's cost
@@ -815,16 +849,18 @@ def test_search_reward_needs_the_value_leaf(capsys):
     assert err.startswith("error: --search-reward needs --search-leaf value") and "\n" not in err
 
 
-def test_holding_a_plan_is_refused_on_an_env_without_one(capsys, monkeypatch):
-    """``--rollout-hold`` needs plan actions (HackMatrix: the acquire macro, which only an
-    --acquire-macro checkpoint's env has): refused once the env is built, before any play."""
+@pytest.mark.parametrize("flags", [["--rollout-search", "2", "--rollout-hold", "4"],
+                                   ["--search-simulations", "8", "--search-hold-plans", "2"]])
+def test_holding_a_plan_is_refused_on_an_env_without_one(flags, capsys, monkeypatch):
+    """``--rollout-hold`` and ``--search-hold-plans`` need plan actions (HackMatrix: the
+    acquire macro, which only an --acquire-macro checkpoint's env has; without one a -holdS
+    row is the unheld one): refused once the env is built, before any play."""
     def no_play(*args, **kwargs):
         raise AssertionError("play started")
     monkeypatch.setattr(search, "play_boards", no_play)
-    assert evaluate_main(["--policies", "none", "--rollout-search", "2",
-                          "--rollout-hold", "4"]) == 2
+    assert evaluate_main(["--policies", "none", *flags]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]
-    assert err.startswith("error: --rollout-hold needs an env with plan actions")
+    assert err.startswith(f"error: {flags[2]} needs an env with plan actions")
 
 
 def test_an_unknown_program_bonus_is_refused_before_any_play(capsys, monkeypatch):

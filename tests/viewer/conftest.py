@@ -14,26 +14,40 @@ def viewer_cache(tmp_path_factory):
     return str(tmp_path_factory.mktemp("viewer_xla_cache"))
 
 
-@pytest.fixture(scope="session")
-def tiny_checkpoint(tmp_path_factory):
-    """A width-8 HackMatrix policy of the default network (a GRU core, here 8 wide) at
-    initialisation, saved as a checkpoint of update 0 by the trainer's own writer. The viewers
+def save_tiny_checkpoint(tmp_path_factory, name, **fields):
+    """A width-8 HackMatrix policy at initialisation (``fields`` over the tiny config), saved
+    as a checkpoint of update 0 by the trainer's own writer; its run directory. The viewers
     read any checkpoint alike; skipping the PPO update keeps its compile (the largest cost of
-    this fixture) out of the default suite."""
+    such a fixture) out of the default suite."""
     from purejaxrl import ppo
     from purejaxrl.checkpoint import save_checkpoint
     from purejaxrl.config import TrainConfig
 
-    config = TrainConfig(env="hackmatrix", num_envs=2, num_steps=8, total_timesteps=16,
-                         num_minibatches=1, update_epochs=1, hidden_width=8, hidden_depth=1,
-                         core_width=8, max_episode_steps=20, seed=1)
+    config = TrainConfig(**{**dict(env="hackmatrix", num_envs=2, num_steps=8,
+                                   total_timesteps=16, num_minibatches=1, update_epochs=1,
+                                   hidden_width=8, hidden_depth=1, core_width=8,
+                                   max_episode_steps=20, seed=1), **fields})
     env, env_params, network, optimizer, components = ppo.build(config)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
-    run_dir = str(tmp_path_factory.mktemp("ckpt") / "tiny")
+    run_dir = str(tmp_path_factory.mktemp("ckpt") / name)
     save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
-                    env_steps=0, run_name="tiny", wandb_run_id=None, elapsed_seconds=0.0,
+                    env_steps=0, run_name=name, wandb_run_id=None, elapsed_seconds=0.0,
                     keep=1)
     return run_dir
+
+
+@pytest.fixture(scope="session")
+def tiny_checkpoint(tmp_path_factory):
+    """The default network (a GRU core, here 8 wide), tiny (``save_tiny_checkpoint``)."""
+    return save_tiny_checkpoint(tmp_path_factory, "tiny")
+
+
+@pytest.fixture(scope="session")
+def tiny_feedforward_checkpoint(tmp_path_factory):
+    """A network of another architecture than TrainConfig's defaults: no recurrent core and
+    a head of its own (what a run trained with --recurrent-core none --head-width 16 saves)."""
+    return save_tiny_checkpoint(tmp_path_factory, "tiny-ff", recurrent_core="none",
+                                sequence_length=None, head_width=16)
 
 
 @pytest.fixture(scope="session")

@@ -101,6 +101,33 @@ def test_record_then_replay_reproduces_exactly(watch_run, viewer_cache):
             in result.stdout)
 
 
+def test_replay_shows_the_policy_of_a_checkpoint_of_another_architecture(
+        watch_run, tiny_feedforward_checkpoint, capsys):
+    """A replay beside a checkpoint runs the checkpoint's own network (its core, widths and
+    head, from its saved config), not TrainConfig's default one: a run trained without a
+    recurrent core and with a head of its own replays a record of the same game."""
+    code = watch_agent.main(["--replay", watch_run["record_file"], tiny_feedforward_checkpoint,
+                             "--quiet", "--no-compile-cache"])
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"replay reproduced the record exactly: {WATCH_EPISODES} episode(s)" in out
+
+
+def test_replay_beside_a_checkpoint_of_other_agent_options_is_refused(
+        watch_run, tiny_feedforward_checkpoint, tmp_path, capsys):
+    """The agent's own env options (the acquire macro: one more action; the exit-distance
+    view: one more input channel) are part of its network: a record played under others
+    cannot be shown beside it. One line, exit 2, before any work."""
+    record = dict(watch_run["record"])
+    record["env_options"] = dict(record["env_options"], acquire_macro=True)
+    path = tmp_path / "macro.json"
+    path.write_text(json.dumps(record))
+    code, err = run_main(capsys, "--replay", str(path), tiny_feedforward_checkpoint, "--quiet")
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert code == 2 and len(errors) == 1 and "Traceback" not in err, err
+    assert "acquire_macro" in errors[0]
+
+
 def _recorded_result(entry):
     return {"record": dict(entry)}
 
