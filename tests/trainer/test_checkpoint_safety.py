@@ -227,3 +227,24 @@ def test_converter_without_its_flag_opens_nothing(placement, tmp_path, capsys):
     assert not os.path.exists(marker)
     (line,) = error_lines(capsys.readouterr().err)
     assert TRUST_FLAG in line and "nothing was opened" in line
+
+
+def test_a_multi_process_refusal_of_the_path_reaches_every_process(tmp_path, monkeypatch):
+    """In a multi-process resume only process 0 sees the path, so every check of it is process
+    0's and its failure goes through the broadcast that the other processes wait in: a
+    multi-seed directory (one seed at a time in a multi-process run) is refused there, not
+    raised on process 0 alone while the others wait for ever. Process 0's side, with the
+    broadcast recorded."""
+    (tmp_path / "seed-0").mkdir()
+    broadcast = []
+
+    def record(message, failed):
+        broadcast.append(failed)
+        return message, failed
+
+    monkeypatch.setattr(distributed.jax, "process_count", lambda: 2)
+    monkeypatch.setattr(distributed, "is_primary", lambda: True)
+    monkeypatch.setattr(distributed, "_broadcast_from_primary", record)
+    with pytest.raises(CheckpointError, match="multi-seed run: a multi-process run resumes"):
+        distributed.load_checkpoint_everywhere(str(tmp_path))
+    assert broadcast == [True]
