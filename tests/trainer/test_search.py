@@ -751,12 +751,7 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
 def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsys,
                                                        monkeypatch):
     """Bad search options get a one-line error and exit 2 before any work (JAX not used)."""
-    def no_work(*args, **kwargs):
-        raise AssertionError("work started")
-    monkeypatch.setattr(jax.random, "PRNGKey", no_work)
-    assert evaluate_main(arguments) == 2
-    err = capsys.readouterr().err.strip()
-    assert err.startswith(f"error: {message}") and "\n" not in err
+    assert_refused_before_work(arguments, message, capsys, monkeypatch)
 
 
 @pytest.mark.parametrize("arguments, message", [
@@ -785,6 +780,12 @@ def test_a_search_flag_no_row_reads_is_refused(arguments, message, capsys, monke
     only rollout rows, any search flag without search rows, the rollouts' without rollout
     rows; even given at its default) is refused before any work, one line, exit 2, not
     accepted and ignored."""
+    assert_refused_before_work(arguments, message, capsys, monkeypatch)
+
+
+def assert_refused_before_work(arguments, message, capsys, monkeypatch):
+    """evaluate.py with ``arguments`` exits 2 with the one line ``error: <message>...``,
+    before any JAX work (a PRNG key made is work started)."""
     def no_work(*args, **kwargs):
         raise AssertionError("work started")
     monkeypatch.setattr(jax.random, "PRNGKey", no_work)
