@@ -21,7 +21,6 @@ import dataclasses
 import datetime
 import json
 import os
-import tempfile
 import time
 from typing import Callable, Optional
 
@@ -37,7 +36,7 @@ from purejaxrl.config import ConfigError, RunOptions, TrainConfig, config_differ
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
                                   random_policy, stage_report, summarize_episodes)
-from purejaxrl.output_paths import OVERWRITE_FLAG, OutputPathError
+from purejaxrl.output_paths import OVERWRITE_FLAG, OutputPathError, check_writable_file
 from purejaxrl.provenance import git_commit
 
 EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
@@ -315,34 +314,6 @@ def check_kept_boards(done: dict, eval_episodes: int, label: str) -> None:
 # dependencies (pgf needs LaTeX; raw and rgba are no image files). Without an extension
 # savefig would add ".png", writing another file than the one checked and reported.
 PLOT_FORMATS = ("png", "pdf", "svg", "jpg", "jpeg", "eps", "ps", "tif", "tiff")
-
-
-def check_writable_file(path: str, what: str) -> None:
-    """Raise ``OutputPathError`` (``what`` names the flag) unless ``path`` can be appended to
-    or created: an existing file that opens for appending, or a place whose nearest existing
-    directory takes new files (the directories between are made when the file is written).
-    Creates and changes nothing."""
-    if os.path.isdir(path):
-        raise OutputPathError(f"{what}: is a directory")
-    if os.path.exists(path):
-        try:
-            with open(path, "ab"):  # appends nothing
-                pass
-        except OSError as error:
-            raise OutputPathError(f"{what}: cannot write ({error.strerror or error})") from None
-        return
-    directory = os.path.dirname(os.path.abspath(path))
-    while not os.path.exists(directory):
-        directory = os.path.dirname(directory)
-    if not os.path.isdir(directory):
-        raise OutputPathError(f"{what}: {directory} is not a directory")
-    # Permission bits alone do not tell (a read-only filesystem, root): make a file.
-    try:
-        with tempfile.TemporaryFile(dir=directory, prefix=".write-test-"):
-            pass
-    except OSError as error:
-        raise OutputPathError(f"{what}: cannot write in {directory} "
-                              f"({error.strerror or error})") from None
 
 
 def check_ledger(path: str) -> None:

@@ -1,5 +1,6 @@
 """Checks of output paths before any work: a file the command will write at its end (--json,
---gif, --html, --mp4, --record) and the run directory a training run writes to. A path that
+--gif, --html, --mp4, --record), a ledger it appends rows to (--ledger) and the run directory
+a training run writes to. A path that
 cannot be written is an ``OutputPathError`` (a ``ConfigError``: exit 2) naming the flag, at
 once, not a traceback after the work is done. An existing file is refused unless the command
 was given ``--overwrite``: a repeated command must not replace results that took an hour to
@@ -61,6 +62,42 @@ def check_output_file(path: str, flag: str, overwrite: bool = False) -> None:
             raise OutputPathError(f"{what}: cannot write ({error.strerror or error})") from None
     else:
         _probe(directory, what)
+
+
+def check_writable_file(path: str, what: str) -> None:
+    """Raise ``OutputPathError`` (``what`` names the flag) unless ``path`` can be appended to
+    or created: an existing file that opens for appending, or a place whose nearest existing
+    directory takes new files (the directories between are made when the file is written).
+    Creates and changes nothing. For a ledger, which a command appends to."""
+    if os.path.isdir(path):
+        raise OutputPathError(f"{what}: is a directory")
+    if os.path.exists(path):
+        try:
+            with open(path, "ab"):  # appends nothing
+                pass
+        except OSError as error:
+            raise OutputPathError(f"{what}: cannot write ({error.strerror or error})") from None
+        return
+    directory = os.path.dirname(os.path.abspath(path))
+    while not os.path.exists(directory):
+        directory = os.path.dirname(directory)
+    if not os.path.isdir(directory):
+        raise OutputPathError(f"{what}: {directory} is not a directory")
+    _probe(directory, what)
+
+
+def refuse_ledger_file(path, flag: str = "--ledger") -> bool:
+    """For a script's ``main``: where ``path`` (a ledger the command appends rows to; None or
+    empty: none) cannot be appended to or created (``check_writable_file``), print the one
+    ``error:`` line and return True (the caller exits 2)."""
+    if not path:
+        return False
+    try:
+        check_writable_file(path, f"{flag} {path}")
+    except OutputPathError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return True
+    return False
 
 
 def prepare_directory(path: str, flag: str) -> None:

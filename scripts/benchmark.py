@@ -244,9 +244,32 @@ def append_rows(ledger: str, rows: list[dict]) -> None:
             f.write(json.dumps(row) + "\n")
 
 
+class LedgerError(Exception):
+    """A ledger --compare cannot read; the message names it and why."""
+
+
 def read_ledger(ledger: str) -> list[dict]:
-    with open(ledger) as f:
-        return [json.loads(line) for line in f if line.strip()]
+    """The rows of a JSON-lines ledger, blank lines skipped; ``LedgerError`` where the file
+    cannot be read or a line is not a JSON object (a line cut short by an interrupted write)."""
+    what = f"--ledger {ledger}"
+    try:
+        with open(ledger, encoding="utf-8") as f:
+            lines = list(f)
+    except (OSError, UnicodeDecodeError) as error:
+        reason = getattr(error, "strerror", None) or error
+        raise LedgerError(f"{what}: cannot read it ({reason})") from None
+    rows = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except ValueError as error:
+            raise LedgerError(f"{what}: line {number} is not JSON ({error})") from None
+        if not isinstance(row, dict):
+            raise LedgerError(f"{what}: line {number} is not a JSON object")
+        rows.append(row)
+    return rows
 
 
 def select_rows(rows: list[dict], selector: str) -> list[dict]:
@@ -277,19 +300,23 @@ def same_program(ra: dict, rb: dict) -> str:
 
 
 def compare(ledger: str, a: str, b: str) -> int:
-    rows = read_ledger(ledger)
+    try:
+        rows = read_ledger(ledger)
+    except LedgerError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     picked = {}
     for selector in (a, b):
         selected = select_rows(rows, selector)
         if not selected:
-            print(f"--compare: no ledger row in {ledger} has label or commit {selector!r}",
+            print(f"error: --compare: no ledger row in {ledger} has label or commit {selector!r}",
                   file=sys.stderr)
             return 2
         # The latest row of each configuration wins (re-runs supersede earlier ones).
         picked[selector] = {config_key(r): r for r in selected}
     common = [k for k in picked[a] if k in picked[b]]
     if not common:
-        print(f"--compare: {a!r} and {b!r} share no configuration", file=sys.stderr)
+        print(f"error: --compare: {a!r} and {b!r} share no configuration", file=sys.stderr)
         return 2
     print(f"B/A with A={a!r}, B={b!r} (steps/s: > 1 is faster; compile: < 1 is faster; "
           f"program: the lowered update's digests, '-' where a row predates them)")
@@ -373,9 +400,10 @@ ROWS_MARKER = "=== benchmark rows (json) ==="
 
 def build_parser() -> argparse.ArgumentParser:
     from envs.hackmatrix import SHAPING_MODES
+    from purejaxrl.cli.parsing import ArgumentParser, finite_float
     from purejaxrl.config import COMPUTE_DTYPE_CHOICES, ENCODER_CHOICES, RECURRENT_CORE_CHOICES
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--mode", choices=("env", "train", "both"), default="both")
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 256, 2048, 8192])
     parser.add_argument("--num-steps", type=int, default=128)
@@ -414,11 +442,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--separate-torsos", action=argparse.BooleanOptionalAction,
                         default=False)
     parser.add_argument("--compute-dtype", choices=COMPUTE_DTYPE_CHOICES, default="float32")
-    parser.add_argument("--group-entropy-coef", type=float, default=0.0,
+    parser.add_argument("--group-entropy-coef", type=finite_float, default=0.0,
                         help="train mode: the group-entropy bonus (default 0: off); not part "
                              "of --compare's configuration key, so a run with it compares "
                              "with one without")
-    parser.add_argument("--sil-coef", type=float, default=0.0,
+    parser.add_argument("--sil-coef", type=finite_float, default=0.0,
                         help="train mode: self-imitation's weight, with the trainer's replay "
                              "sizes (default 0: off); not part of --compare's configuration "
                              "key, so a run with it compares with one without")
@@ -489,8 +517,22 @@ def main(argv=None) -> int:
             or args.num_seeds < 1:
         parser.error("--num-envs, --num-steps, --repeats, --updates-per-chunk, --devices and "
                      "--num-seeds must be positive")
-    import jax  # noqa: F401
+    from purejaxrl.output_paths import refuse_ledger_file
+    if not os.environ.get(CHILD_DEVICES_ENV) and refuse_ledger_file(args.ledger):
+        return 2  # a directory, or a place that takes no file: refused before any measurement
+    import jax
     from purejaxrl.config import ConfigError
+
+    if args.mode != "env":
+        # The configurations run in order and the first that fails ends the run (the rows
+        # before it are in the ledger): where the first one fails, so would every train option
+        # that is bad whatever the batch (--hidden-width 0), and nothing would be measured
+        # but --mode both's first env row. Refused before any work instead.
+        try:
+            train_config(args, args.num_envs[0], (args.devices or [jax.local_device_count()])[0])
+        except ConfigError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
 
     if os.environ.get(CHILD_DEVICES_ENV):  # inside measure_in_subprocess: measure and hand back
         print_header()

@@ -16,12 +16,14 @@ from purejaxrl.backend import choose_platforms, describe_backend
 choose_platforms()  # before anything imports JAX
 
 from envs.hackmatrix import SHAPING_MODES
+from purejaxrl.cli.parsing import ArgumentParser, finite_float
 from purejaxrl.env_throughput import bench
+from purejaxrl.output_paths import refuse_ledger_file
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, nargs="+", default=[1, 256, 2048, 8192])
     parser.add_argument("--num-steps", type=int, default=128)
     parser.add_argument("--repeats", type=int, default=3)
@@ -31,13 +33,15 @@ def main(argv=None):
     parser.add_argument("--reward-shaping", choices=SHAPING_MODES, default="swift")
     parser.add_argument("--undo-pays-once", action="store_true",
                         help="measure the step with the training option's reward ledger")
-    parser.add_argument("--program-potential", type=float, default=0.0, metavar="C",
+    parser.add_argument("--program-potential", type=finite_float, default=0.0, metavar="C",
                         help="measure the step with the program-ownership shaping (SPEC §1.5)")
     args = parser.parse_args(argv)
     if any(n < 1 for n in args.num_envs) or args.num_steps < 1 or args.repeats < 1:
         parser.error("--num-envs, --num-steps and --repeats must be positive")
     if not args.program_potential >= 0:
         parser.error("--program-potential must be >= 0")
+    if refuse_ledger_file(args.ledger):  # written at the end: refused before any measurement
+        return 2
     print(describe_backend(), file=sys.stderr)
     rows = []
     print(f"{'envs':>6} {'steps':>5} {'lower s':>8} {'compile s':>9} {'steps/s (median)':>17} "

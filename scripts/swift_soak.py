@@ -52,7 +52,9 @@ from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
 from envs.hackmatrix.swift_io.scenario import SCENARIO_EXIT, state_to_scenario
 from envs.hackmatrix.swift_io.parity_statistics import LEVEL, paired_permutation_chi_square
-from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, write_text
+from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.output_paths import (OVERWRITE_FLAG, OutputPathError, add_overwrite_argument,
+                                    prepare_directory, refuse_output_file, write_text)
 
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario", "crowd")
@@ -235,8 +237,8 @@ def paired_draw_tests(oracle: OracleLockstep, seed: int) -> list:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_binary_option(parser)
     parser.add_argument("--steps", type=int, default=100_000, help="total steps to play")
     parser.add_argument("--starts", nargs="+", choices=STARTS, default=list(DEFAULT_STARTS),
@@ -251,14 +253,29 @@ def main(argv=None) -> int:
     add_overwrite_argument(parser)
     parser.add_argument("--log-every", type=int, default=5000)
     parser.add_argument("--dump-dir", default=None,
-                        help="write each divergence's mirror state and Swift reply here (pickle)")
+                        help="write each divergence's mirror state and Swift reply here "
+                             "(pickle, divergence-<n>.pkl; a directory that holds files is "
+                             f"refused unless {OVERWRITE_FLAG})")
     args = parser.parse_args(argv)
+    if args.steps < 1 or args.max_episode_steps < 1 or args.max_divergences < 1:
+        # --max-episode-steps 0 would start trajectories without end and never reach --steps
+        parser.error("--steps, --max-episode-steps and --max-divergences must be positive")
     check_binary(parser, args.binary)
     if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
-    enable_server_compile_cache()
     if args.dump_dir:
-        os.makedirs(args.dump_dir, exist_ok=True)
+        # The report names the dumps by path: a second run must not replace the first's.
+        what = f"--dump-dir {args.dump_dir}"
+        if os.path.isdir(args.dump_dir) and os.listdir(args.dump_dir) and not args.overwrite:
+            print(f"error: {what}: holds files already; pass {OVERWRITE_FLAG} to replace them, "
+                  "or choose a new directory", file=sys.stderr)
+            return 2
+        try:
+            prepare_directory(args.dump_dir, "--dump-dir")
+        except OutputPathError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return 2
+    enable_server_compile_cache()
     with ProtocolEngine([args.binary, "--headless-cli"]) as swift:
         report = soak(OracleLockstep(swift, seed=args.seed), steps=args.steps,
                       max_steps=args.max_episode_steps, seed=args.seed,

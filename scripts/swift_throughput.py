@@ -28,6 +28,8 @@ from envs.hackmatrix.swift_io.engines import (InProcessEngine, ProtocolEngine,
                                               own_server_command)
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
+from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.output_paths import refuse_ledger_file
 from purejaxrl.provenance import git_commit
 
 
@@ -55,8 +57,8 @@ def measure(engine, *, steps: int, repeats: int, warmup: int, seed: int) -> dict
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_binary_option(parser)
     parser.add_argument("--steps", type=int, default=2000, help="steps per timed repeat")
     parser.add_argument("--repeats", type=int, default=5)
@@ -65,7 +67,13 @@ def main(argv=None) -> int:
     parser.add_argument("--ledger", default=None, help="append JSON lines here")
     parser.add_argument("--label", default="")
     args = parser.parse_args(argv)
+    if args.steps < 1 or args.repeats < 1:
+        parser.error("--steps and --repeats must be positive")
+    if args.warmup < 0:
+        parser.error("--warmup must be >= 0")
     check_binary(parser, args.binary)
+    if refuse_ledger_file(args.ledger):  # written at the end: refused before any engine runs
+        return 2
     enable_server_compile_cache()
     load_before = os.getloadavg()
     rows = []
@@ -86,6 +94,7 @@ def main(argv=None) -> int:
           f"{' '.join(f'{x:.2f}' for x in load_after)} on {os.cpu_count()} cores")
     if args.ledger:
         stamp = time.strftime("%Y-%m-%dT%H:%M:%S%z")
+        os.makedirs(os.path.dirname(os.path.abspath(args.ledger)), exist_ok=True)
         with open(args.ledger, "a") as f:
             for row in rows:
                 f.write(json.dumps({"benchmark": "oracle_throughput", **row, "label": args.label,
