@@ -15,7 +15,7 @@ from typing import Optional
 
 from flax import struct
 
-from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
+from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR, compile_cache_problem
 from envs import registry
 from envs.options import REQUIREMENTS, kind_error, normalized
 from envs.registry import DEFAULT_ENV, OWN_ENVS
@@ -764,3 +764,6 @@ def validate_run_options(options: RunOptions) -> None:
         need(options.run_name and "/" not in options.run_name
              and options.run_name not in (".", ".."),
              f"--run-name must be a plain directory name, got {options.run_name!r}")
+    # Before the run directory is claimed: a cache path that is a file fails there otherwise.
+    cache_problem = compile_cache_problem(options.compile_cache_dir)
+    need(cache_problem is None, f"--compile-cache-dir {options.compile_cache_dir}: {cache_problem}")

@@ -14,7 +14,7 @@ from typing import Callable, Optional
 import jax
 import numpy as np
 
-from envs.compile_cache import enable_compile_cache
+from envs.compile_cache import CompileCacheError, enable_compile_cache
 from purejaxrl import distributed, ppo
 from purejaxrl.checkpoint import (CheckpointError, RunDirectoryInUse,
                                   intact_checkpoints_after, list_checkpoints,
@@ -717,7 +717,10 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     try:
         if distributed.agree_any([failure is not None])[0]:
             raise failure or ConfigError("process 0 cannot write its run directory")
-        enable_compile_cache(options.compile_cache_dir)
+        try:
+            enable_compile_cache(options.compile_cache_dir)
+        except CompileCacheError as error:  # checked by validate_run_options; changed since
+            raise ConfigError(str(error)) from None
         run = _Run(config, options, checkpoint=checkpoint, resuming=resuming,
                    weights_only=weights_only, stop_after_updates=stop_after_updates,
                    logger=logger, primary=distributed.is_primary(),

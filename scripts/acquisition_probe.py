@@ -39,7 +39,7 @@ from envs.hackmatrix.core.constants import (ACTION_SIPHON, BLOCK, GRID, N_CELLS,
 from envs.hackmatrix.env import HackMatrix  # noqa: E402
 from envs.hackmatrix.observation import build_observation  # noqa: E402
 from purejaxrl import ppo  # noqa: E402
-from purejaxrl.cli.parsing import ArgumentParser  # noqa: E402
+from purejaxrl.cli.parsing import ArgumentParser, finite_float  # noqa: E402
 from purejaxrl.learning_benchmark import EVALUATION_KEY  # noqa: E402
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
                                      check_output_file, write_text)  # noqa: E402
@@ -59,7 +59,7 @@ def build_parser() -> ArgumentParser:
     parser.add_argument("--seed", type=int, default=EVALUATION_KEY,
                         help=f"board seed (default {EVALUATION_KEY}: the learning benchmark's "
                              "and evaluate.py's boards for that seed)")
-    parser.add_argument("--planted-share", type=float, default=0.0, metavar="P",
+    parser.add_argument("--planted-share", type=finite_float, default=0.0, metavar="P",
                         help="plant a block of the program nearest the player on this share "
                              "of stage boards (the curriculum's boards; default 0: the game's)")
     parser.add_argument("--max-steps", type=int, default=1000, help="steps per game (1000)")

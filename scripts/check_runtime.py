@@ -24,6 +24,7 @@ import traceback
 
 from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR
 from purejaxrl.backend import choose_platforms, platform_choice
+from purejaxrl.cli.parsing import ArgumentParser
 
 
 
@@ -180,8 +181,8 @@ CHECKS = (("distributed", check_distributed), ("devices", check_devices),
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--expect-devices", type=int, default=0,
                         help="fail unless at least this many devices are visible")
     parser.add_argument("--force-host-devices", type=int, default=0,

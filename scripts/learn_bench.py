@@ -37,11 +37,12 @@ import sys
 # config derivation are the benchmark's, so a benchmarked configuration is exactly what
 # scripts/train_purejaxrl.py runs.
 from purejaxrl.cli import train as train_purejaxrl
+from purejaxrl.cli.parsing import ArgumentParser
 
 import jax
 from purejaxrl.checkpoint import CheckpointError
 from purejaxrl import ppo
-from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.config import ConfigError, TrainConfig, validate_config, validate_run_options
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
                                           REFERENCE_LEDGER, TIERS, check_ledger, check_plot,
                                           finished_rows, ledger_overview,
@@ -52,8 +53,8 @@ from purejaxrl.train import train
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--tier", choices=tuple(TIERS), default=None,
                         help="; ".join(f"{name}: {tier.what}" for name, tier in TIERS.items()))
     parser.add_argument("--label", default=None, help="name of this configuration in the ledger "
@@ -156,6 +157,7 @@ def main(argv=None) -> int:
         train_args.no_wandb = True
         train_args.checkpoint_dir = args.checkpoint_dir
         options = train_purejaxrl.run_options_from_args(train_args)
+        validate_run_options(options)  # before the baselines are evaluated
         config = train_purejaxrl.config_from_args(train_args, None, jax.device_count(),
                                                   env_defaults=env_defaults)
         validate_config(config)

@@ -32,6 +32,7 @@ from envs.hackmatrix.swift_io.lockstep import lockstep
 from envs.hackmatrix.swift_io.oracle import OracleLockstep
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, check_binary
+from purejaxrl.cli.parsing import ArgumentParser
 
 
 def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):
@@ -56,8 +57,8 @@ def against_swift(binary: str, *, trajectories: int, steps: int, seed: int):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trajectories", type=int, default=50)
     parser.add_argument("--steps", type=int, default=200, help="maximum steps per trajectory")
     parser.add_argument("--seed", type=int, default=0, help="key stream and action choice seed")

@@ -30,13 +30,15 @@ import time
 _STARTED = time.perf_counter()
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
 import jax
 import jax.numpy as jnp
 
-from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+from envs.compile_cache import (INTERACTIVE_MIN_COMPILE_SECS, CompileCacheError,
+                                compile_cache_problem, enable_compile_cache)
 from envs.hackmatrix import SHAPING_MODES
 from envs.hackmatrix.core.constants import ACTION_SIPHON, PROGRAM_ACTION_OFFSET, PROGRAM_NAMES
 from envs.hackmatrix.core.mask import action_mask
@@ -62,8 +64,8 @@ class PlayError(Exception):
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seed", type=int, default=0,
                         help="new game from this seed (with --scenario: the seed of the step keys)")
     parser.add_argument("--scenario", metavar="JSON", help="start from a setState scenario file")
@@ -83,7 +85,7 @@ def load_scenario(path: str):
     try:
         with open(path, encoding="utf-8") as handle:
             scenario = json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8 text
         raise PlayError(f"cannot read scenario {path}: {error}") from None
     try:
         return set_state(scenario)
@@ -200,11 +202,20 @@ def main(argv=None) -> int:
         print(f"error: --max-episode-steps must be >= 1, got {args.max_episode_steps}",
               file=sys.stderr)
         return 2
+    cache_problem = None if args.no_compile_cache else compile_cache_problem(
+        args.compile_cache_dir)
+    if cache_problem:
+        print(f"error: --compile-cache-dir {args.compile_cache_dir}: {cache_problem}",
+              file=sys.stderr)
+        return 2
     try:
         return play(args)
     except PlayError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.code
+    except CompileCacheError as error:  # checked above; changed since
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         return 130
 

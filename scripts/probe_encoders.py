@@ -18,6 +18,7 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms
+from purejaxrl.cli.parsing import ArgumentParser, finite_float
 
 choose_platforms()  # before anything imports JAX
 
@@ -35,15 +36,15 @@ from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, w
 
 
 def build_parser():
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--encoders", nargs="+", default=["flat", "egocentric"])
     parser.add_argument("--envs", type=int, default=512)
     parser.add_argument("--collect-steps", type=int, default=256,
                         help="heuristic steps per env for the training set")
     parser.add_argument("--steps", type=int, default=3000, help="SGD steps per encoder")
     parser.add_argument("--batch", type=int, default=1024)
-    parser.add_argument("--lr", type=float, default=1e-3)
+    parser.add_argument("--lr", type=finite_float, default=1e-3)
     parser.add_argument("--hidden-width", type=int, default=256)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", help="also write the results here")

@@ -12,6 +12,7 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
@@ -57,8 +58,8 @@ def measure(name, fn, args, repeats):
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, default=2048)
     parser.add_argument("--warmup-steps", type=int, default=20)
     parser.add_argument("--repeats", type=int, default=5)

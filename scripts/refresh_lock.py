@@ -21,6 +21,8 @@ import subprocess
 import sys
 import tempfile
 
+from purejaxrl.cli.parsing import ArgumentParser
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 LOCK = "requirements.lock"
 GPU_REQUIREMENT = "jax[cuda12]"
@@ -55,8 +57,8 @@ def lock_text(freeze: list[str], gpu_report: dict) -> str:
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--extra", action="append", default=[], metavar="NAME",
                         help="also install and pin this package")
     args = parser.parse_args(argv)

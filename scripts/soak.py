@@ -11,6 +11,7 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms, describe_backend
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
@@ -23,8 +24,8 @@ INVARIANTS = ("invalid_actions", "hp_out_of_range", "max_overflow", "non_finite"
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, default=1024)
     parser.add_argument("--num-steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)

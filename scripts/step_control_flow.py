@@ -33,9 +33,11 @@ import sys
 from dataclasses import asdict, dataclass
 
 from purejaxrl.backend import choose_platforms
-from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
+from purejaxrl.cli.parsing import ArgumentParser
 
-choose_platforms()  # before anything imports JAX
+choose_platforms()  # before anything imports JAX (purejaxrl.output_paths does)
+
+from purejaxrl.output_paths import add_overwrite_argument, output_file_error, write_text
 
 import jax
 import jax.numpy as jnp
@@ -292,14 +294,9 @@ def hackmatrix_target(function, num_envs):
     return jax.vmap(fn), args
 
 
-class OneLineErrorParser(argparse.ArgumentParser):
-    def error(self, message):
-        sys.exit(f"{self.prog}: error: {message}")
-
-
 def main(argv=None):
-    parser = OneLineErrorParser(description=__doc__,
-                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--num-envs", type=int, default=64)
     parser.add_argument("--function", choices=FUNCTIONS, default="step")
     parser.add_argument("--dynamic-trips", type=int, default=1, metavar="N",

@@ -57,6 +57,7 @@ from envs.hackmatrix.swift_io.raw_observation import raw_observation
 from envs.hackmatrix.swift_io.scenario import set_state
 from envs.hackmatrix.swift_io.parity_statistics import (LEVEL, chi_square_categorical,
                                                         permutation_chi_square)
+from purejaxrl.cli.parsing import ArgumentParser
 from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, write_text
 
 MOVE_RIGHT = 3
@@ -354,8 +355,8 @@ def checked_stage(swift_engine, env, stage, boards, permutations, seed):
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = ArgumentParser(description=__doc__,
+                            formatter_class=argparse.RawDescriptionHelpFormatter)
     add_binary_option(parser)
     parser.add_argument("--boards", type=int, default=10_000, help="boards per stage and engine")
     parser.add_argument("--stages", nargs="+", default=[str(s) for s in range(1, N_STAGES + 1)]

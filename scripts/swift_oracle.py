@@ -34,10 +34,11 @@ choose_platforms()
 
 from envs.hackmatrix.swift_io.swift_build import (BINARY_ENV_VAR, DEFAULT_CACHE_DIR, OracleError,
                                                   log, oracle)
+from purejaxrl.cli.parsing import ArgumentParser
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter,
         usage="%(prog)s [options] SWIFT_SOURCE_DIR [-- COMMAND ...]")
     parser.add_argument("source", metavar="SWIFT_SOURCE_DIR",

@@ -39,7 +39,7 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.cli.parsing import ArgumentParser, finite_float
 
 choose_platforms()  # before anything imports JAX
 
@@ -47,7 +47,8 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from envs.compile_cache import INTERACTIVE_MIN_COMPILE_SECS, enable_compile_cache
+from envs.compile_cache import (INTERACTIVE_MIN_COMPILE_SECS, CompileCacheError,
+                                compile_cache_problem, enable_compile_cache)
 from envs.generic_view import observation_image, observation_text
 from envs.hackmatrix.viz.render_html import replay_html
 from envs.hackmatrix.viz.render_text import format_frame
@@ -91,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-episode-steps", type=int, default=None,
                         help="the env's time limit: an episode is truncated after this many "
                              "steps (default: the checkpoint's, as in training)")
-    parser.add_argument("--fps", type=float, default=4.0,
+    parser.add_argument("--fps", type=finite_float, default=4.0,
                         help="live replay speed in a terminal; also the GIF/MP4/HTML speed")
     parser.add_argument("--step", action="store_true", help="wait for Enter after every step")
     parser.add_argument("--quiet", action="store_true", help="no per-step output, summary only")
@@ -152,6 +153,10 @@ def check_arguments(args) -> None:
             raise WatchError(f"{flag} must be >= 1, got {getattr(args, name)}", 2)
     if args.fps <= 0:
         raise WatchError(f"--fps must be > 0, got {args.fps}", 2)
+    cache_problem = None if args.no_compile_cache else compile_cache_problem(
+        args.compile_cache_dir)
+    if cache_problem:
+        raise WatchError(f"--compile-cache-dir {args.compile_cache_dir}: {cache_problem}", 2)
     if args.mp4 and importlib.util.find_spec("imageio_ffmpeg") is None:
         raise WatchError("--mp4 needs the Python package imageio-ffmpeg, which is not "
                          "installed (pip install imageio-ffmpeg); --gif and --html work "
@@ -406,6 +411,9 @@ def main(argv=None) -> int:
     except ReplayError as error:
         print(f"error: {error}", file=sys.stderr)
         return 1
+    except CompileCacheError as error:  # checked above; changed since
+        print(f"error: {error}", file=sys.stderr)
+        return 2
     except KeyboardInterrupt:
         print("interrupted", file=sys.stderr)
         return 130

@@ -44,7 +44,13 @@ def test_the_walker_reports_known_loops_exactly():
     assert sum(r["cond_runs"] for r in rows) == 7
     assert sum(r["unbounded"] for r in rows) == 0
 
+
+def test_bad_flags_are_one_error_line_before_any_work(capsys):
+    """A bad value or an unknown choice: one line on stderr starting ``error: ``, exit 2, before
+    anything is traced (the project's rule for every command line)."""
     for bad in (["--num-envs", "0"], ["--function", "nope"]):
         with pytest.raises(SystemExit) as exit_:
             main(bad)
-        assert isinstance(exit_.value.code, str) and "\n" not in exit_.value.code
+        err = capsys.readouterr().err
+        assert exit_.value.code == 2
+        assert err.startswith("error: ") and err.count("\n") == 1 and "Traceback" not in err

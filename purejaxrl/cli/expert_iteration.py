@@ -21,7 +21,7 @@ import sys
 import time
 
 from purejaxrl.backend import choose_platforms, describe_backend
-from purejaxrl.cli.parsing import ArgumentParser
+from purejaxrl.cli.parsing import ArgumentParser, finite_float
 
 choose_platforms()  # before anything imports JAX
 
@@ -34,12 +34,12 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--checkpoint", required=True,
                         help="the trained network to start from: checkpoint file or run directory")
     parser.add_argument("--out", required=True, help="a new directory for the results")
-    parser.add_argument("--minutes", type=float, default=30.0,
+    parser.add_argument("--minutes", type=finite_float, default=30.0,
                         help="wall-clock budget, compilation excluded (default 30)")
     parser.add_argument("--stop-after-iterations", type=int, metavar="N",
                         help="stop after N iterations even if time is left")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument("--save-interval-minutes", type=float, default=5.0)
+    parser.add_argument("--save-interval-minutes", type=finite_float, default=5.0)
     search = parser.add_argument_group("search (the teacher)")
     search.add_argument("--simulations", type=int, default=16,
                         help="simulations per world and move (default 16)")
@@ -47,7 +47,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="worlds searched per move (default 1)")
     search.add_argument("--information", choices=("fair", "perfect"), default="fair",
                         help="fair (default): hidden fields re-drawn; perfect: the true state")
-    search.add_argument("--value-scale", type=float, default=0.1,
+    search.add_argument("--value-scale", type=finite_float, default=0.1,
                         help="weight of the search's normalised Q-values against the prior "
                         "logits in its move and target (mctx's value_scale, default 0.1)")
     search.add_argument("--leaf", choices=("exit", "rollout", "zero"), default="exit",
@@ -58,7 +58,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="moves per lane and iteration (default 16)")
     fit.add_argument("--epochs", type=int, default=4)
     fit.add_argument("--minibatch-size", type=int, default=256)
-    fit.add_argument("--lr", type=float, default=1e-4)
+    fit.add_argument("--lr", type=finite_float, default=1e-4)
     fit.add_argument("--replay-iterations", type=int, default=4,
                      help="fit the targets of this many latest iterations (default 4)")
     return parser

@@ -14,6 +14,7 @@ import os
 import sys
 
 from purejaxrl.backend import choose_platforms
+from purejaxrl.cli.parsing import ArgumentParser
 
 choose_platforms()  # before anything imports JAX
 
@@ -23,7 +24,7 @@ from purejaxrl.pooling import PoolError, format_pooled, pool  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         description="Pool evaluate.py --json results of one policy on disjoint board sets into "
                     "one figure per row, with the win rate's 95%% interval (Wilson)")
     parser.add_argument("inputs", nargs="+", metavar="JSON",

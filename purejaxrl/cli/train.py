@@ -91,7 +91,7 @@ def build_parser() -> argparse.ArgumentParser:
                           "victory and the potential shaping terms; stage-count: one point "
                           "per stage completed, the win included, and the potential shaping "
                           "terms: the return is the benchmark's judge)")
-    env.add_argument("--curriculum-share", type=float,
+    env.add_argument("--curriculum-share", type=finite_float,
                      help="(envs with stages) start this share of training episodes from a "
                           "stage start the "
                           "agent reached before (stages 3..8, drawn uniformly among the stages "

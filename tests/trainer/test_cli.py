@@ -16,6 +16,7 @@ import sys
 import msgpack
 import pytest
 
+from envs.compile_cache import CompileCacheError, enable_compile_cache
 from purejaxrl import train as train_module
 from purejaxrl.checkpoint import METRICS_FILE, load_checkpoint
 from purejaxrl.cli.evaluate import main as evaluate_main
@@ -90,6 +91,7 @@ def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
     (["--max-grad-norm=-inf"], "argument --max-grad-norm: must be a finite number"),
     (["--gamma", "NaN"], "argument --gamma: must be a finite number"),
     (["--save-interval-minutes", "inf"], "must be a finite number"),
+    (["--curriculum-share", "nan"], "argument --curriculum-share: must be a finite number"),
     (["--bogus-flag"], "unrecognized arguments: --bogus-flag"),
     (["--num-envs", "many"], "argument --num-envs: invalid int value: 'many'"),
 ])
@@ -264,6 +266,35 @@ def test_a_checkpoint_dir_that_cannot_be_written_is_one_line(make, tmp_path, cap
     assert code == 2 and "compiled" not in captured.out
     assert captured.err.count("\n") == 1
     assert captured.err.startswith("error: run directory ") and "Traceback" not in captured.err
+
+
+@pytest.mark.parametrize("make", ["file", "under a file"])
+def test_a_compile_cache_dir_that_is_a_file_is_one_line_before_the_run_directory(make, tmp_path,
+                                                                                 capsys):
+    """--compile-cache-dir naming a file (or a path under one) is refused with one line, exit
+    2, by the run options' validation: before the run directory is claimed (not a
+    FileExistsError traceback that leaves an empty run directory behind)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    cache = blocker if make == "file" else blocker / "below"
+    runs = tmp_path / "runs"
+    code = train_main([*TINY, "--checkpoint-dir", str(runs), "--run-name", "r",
+                       "--compile-cache-dir", str(cache)])
+    captured = capsys.readouterr()
+    assert code == 2 and captured.err.count("\n") == 1, captured.err
+    assert captured.err.startswith(f"error: --compile-cache-dir {cache}: {blocker} is not a "
+                                   "directory")
+    assert not runs.exists()
+
+
+def test_enable_compile_cache_refuses_a_file_with_its_own_error(tmp_path):
+    """Every entry point's cache set-up (``enable_compile_cache``) says why a path cannot be the
+    cache with ``CompileCacheError``, which the command lines print as one line."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for cache in (blocker, blocker / "below"):
+        with pytest.raises(CompileCacheError, match=f"{blocker} is not a directory"):
+            enable_compile_cache(str(cache))
 
 
 def test_rounded_total_timesteps_and_stop_after_updates_are_said(tmp_path, capsys):

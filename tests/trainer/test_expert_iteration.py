@@ -142,6 +142,22 @@ def test_bad_options_are_refused_before_any_work(flags, message, tmp_path, capsy
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.parametrize("flag", ["--minutes", "--save-interval-minutes", "--value-scale",
+                                  "--lr"])
+@pytest.mark.parametrize("value", ["inf", "nan"])
+def test_non_finite_numbers_are_refused_while_parsing(flag, value, tmp_path, capsys):
+    """NaN and infinity are no budget, interval, scale or learning rate (inf passes ``x > 0``):
+    refused while the arguments are parsed, one ``error:`` line, exit 2, nothing created."""
+    checkpoint = tmp_path / "checkpoint_1.msgpack"
+    checkpoint.write_bytes(b"")
+    with pytest.raises(SystemExit) as stop:
+        ei_main(["--checkpoint", str(checkpoint), "--out", str(tmp_path / "out"), flag, value])
+    err = capsys.readouterr().err
+    assert stop.value.code == 2 and err.count("\n") == 1
+    assert err.startswith(f"error: argument {flag}: must be a finite number")
+    assert not (tmp_path / "out").exists()
+
+
 def test_existing_output_and_missing_checkpoint_are_refused(tmp_path, capsys):
     out = tmp_path / "out"
     out.mkdir()

@@ -200,6 +200,21 @@ def test_evaluation_env_is_the_parity_env_whatever_the_training_options():
     assert params == parity.default_params
 
 
+def test_a_compile_cache_dir_that_is_a_file_is_refused_before_the_baselines(tmp_path, capsys):
+    """The training flags' run options are validated with the others, before any work: a
+    --compile-cache-dir that is a file is one line, exit 2, no ledger row (not a refusal by the
+    first seed's training once the baselines were evaluated and recorded)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    ledger = tmp_path / "l.jsonl"
+    code = load_script("learn_bench").main(["--ledger", str(ledger), "--checkpoint-dir",
+                                            str(tmp_path / "runs"), "--",
+                                            "--compile-cache-dir", str(blocker)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.startswith(f"error: --compile-cache-dir {blocker}: ")
+    assert not ledger.exists() and not (tmp_path / "runs").exists()
+
+
 def test_bad_label_and_resume_are_refused_with_exit_2(tmp_path):
     learn_bench = load_script("learn_bench")
     assert learn_bench.main(["--label", "a/b", "--ledger", str(tmp_path / "l.jsonl")]) == 2

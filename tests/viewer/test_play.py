@@ -8,6 +8,7 @@ import json
 import pytest
 
 from viewer_helpers import PLAY, run_script
+from scripts import play as play_script
 
 SCENARIO = {"player": {"row": 4, "col": 4, "hp": 3, "credits": 2, "energy": 3}, "stage": 8,
             "ownedPrograms": [5, 14], "blocks": [{"row": 3, "col": 4, "type": "data", "points": 2}]}
@@ -56,3 +57,24 @@ def test_new_game_from_a_seed(viewer_cache):
     assert result.stdout.startswith("stage 1  turn 0")
     assert "@" in result.stdout and "X" in result.stdout
     assert result.stdout.rstrip().splitlines()[-1].startswith("stage 1, score 0, 0 actions")
+
+
+def test_a_scenario_that_is_not_text_is_a_clear_error(tmp_path):
+    """A --scenario file that is not UTF-8 text (a checkpoint given by mistake) is an unreadable
+    scenario like one that is not JSON: a ``PlayError`` (one ``error:`` line), not a
+    UnicodeDecodeError traceback."""
+    path = tmp_path / "checkpoint_1.msgpack"
+    path.write_bytes(b"\x85\xa6config\xff\xfe not text")
+    with pytest.raises(play_script.PlayError, match=f"cannot read scenario {path}: "):
+        play_script.load_scenario(str(path))
+
+
+def test_a_compile_cache_dir_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
+    """--compile-cache-dir naming a file: exit 2, one ``error:`` line naming the flag, before
+    anything is built or compiled (not a FileExistsError traceback)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    code = play_script.main(["--compile-cache-dir", str(blocker)])
+    err = capsys.readouterr().err
+    assert code == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"error: --compile-cache-dir {blocker}: {blocker} is not a directory")

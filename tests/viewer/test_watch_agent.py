@@ -182,6 +182,43 @@ def test_checkpoint_of_an_incompatible_environment_is_refused(tiny_checkpoint, t
     assert code == 1 and "incompatible" in err and "Traceback" not in err
 
 
+def test_a_replay_file_that_is_not_text_is_a_clear_error(tmp_path, capsys):
+    """A --replay file that is not UTF-8 text (a checkpoint given by mistake) is an unreadable
+    record like a file that is not JSON: exit 1, an ``error:`` line saying it cannot be read,
+    no traceback."""
+    path = tmp_path / "checkpoint_1.msgpack"
+    path.write_bytes(b"\x85\xa6config\xff\xfe not text")
+    code, err = run_main(capsys, "--replay", str(path))
+    assert code == 1 and "Traceback" not in err
+    assert err.splitlines()[-1].startswith(f"error: cannot read record {path}: ")
+
+
+def test_a_non_finite_fps_is_refused_before_any_work(tmp_path, capsys):
+    """--fps nan passes ``fps <= 0`` and inf makes no speed: both are one line while the
+    arguments are parsed (exit 2), not a failure once every episode was played."""
+    for value in ("nan", "inf"):
+        with pytest.raises(SystemExit) as stop:
+            watch_agent.main([str(tmp_path / "nope.msgpack"), "--fps", value,
+                              "--gif", str(tmp_path / "x.gif")])
+        err = capsys.readouterr().err
+        assert stop.value.code == 2 and err.count("\n") == 1
+        assert err.startswith("error: argument --fps: must be a finite number")
+
+
+def test_a_compile_cache_dir_that_is_a_file_is_refused_before_any_work(tmp_path, capsys):
+    """--compile-cache-dir naming a file, or a path under one: exit 2, one line naming the
+    flag, before the checkpoint is even looked at (it does not exist here)."""
+    blocker = tmp_path / "a-file"
+    blocker.write_text("")
+    for cache in (blocker, blocker / "below"):
+        code = watch_agent.main([str(tmp_path / "nope.msgpack"), "--compile-cache-dir",
+                                 str(cache)])
+        err = capsys.readouterr().err
+        assert code == 2 and err.count("\n") == 1, err
+        assert err.startswith(f"error: --compile-cache-dir {cache}: {blocker} is not a "
+                              "directory")
+
+
 def test_mp4_without_imageio_ffmpeg_names_the_package(monkeypatch, capsys, tmp_path):
     """--mp4 is refused before any work when imageio-ffmpeg is absent (exit 2)."""
     monkeypatch.setattr(watch_agent.importlib.util, "find_spec", lambda name: None)

@@ -27,7 +27,7 @@ import jax
 import jax.numpy as jnp
 
 from envs.compile_cache import (DEFAULT_COMPILE_CACHE_DIR, INTERACTIVE_MIN_COMPILE_SECS,
-                                enable_compile_cache)
+                                CompileCacheError, enable_compile_cache)
 from ..env import HackMatrix
 from ..core.constants import N_ACTIONS
 from ..core.mask import action_mask
@@ -275,7 +275,12 @@ def main(argv=None) -> int:
         log.info("ignoring arguments %s", unknown)
     if "JAX_PLATFORMS" not in os.environ:  # one game per step: the CPU is fastest
         jax.config.update("jax_platforms", "cpu")
-    cache = enable_server_compile_cache(args.compile_cache_dir)
+    try:
+        cache = enable_server_compile_cache(args.compile_cache_dir)
+    except CompileCacheError as error:
+        print(f"error: {error}", file=sys.stderr)
+        replies.close()
+        return 2
     log.info("compilation cache: %s", cache)
     server = Server(HeadlessGame(seed=args.seed))
     for raw in sys.stdin.buffer:

@@ -297,7 +297,7 @@ def load_record(path: str) -> dict:
     try:
         with open(path, encoding="utf-8") as handle:
             record = json.load(handle)
-    except (OSError, json.JSONDecodeError) as error:
+    except (OSError, ValueError) as error:  # ValueError: not JSON, or not UTF-8 text
         raise ReplayError(f"cannot read record {path}: {error}") from None
     if not isinstance(record, dict) or record.get("format") != RECORD_FORMAT:
         raise ReplayError(f"{path} is not a watch_agent episode record")
