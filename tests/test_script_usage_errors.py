@@ -11,12 +11,10 @@ import pytest
 
 from script_harness import REPO_ROOT, exit_and_stderr, load_script
 
-# Converted separately (their own change): benchmark, benchmark_env, swift_throughput and
-# swift_soak. headless_cli is the protocol server's drop-in for the Swift binary: it ignores
-# flags it does not know (Swift's), and its parser lives in envs/, which imports nothing of
-# purejaxrl (tests/test_layout.py).
-NOT_HERE = {"benchmark.py", "benchmark_env.py", "swift_throughput.py", "swift_soak.py",
-            "headless_cli.py"}
+# headless_cli is the protocol server's drop-in for the Swift binary: it ignores flags it does
+# not know (Swift's), and its parser lives in envs/, which imports nothing of purejaxrl
+# (tests/test_layout.py).
+NOT_HERE = {"headless_cli.py"}
 SCRIPTS = sorted(os.path.basename(path)
                  for path in glob.glob(os.path.join(REPO_ROOT, "scripts", "*.py"))
                  if os.path.basename(path) not in NOT_HERE)
