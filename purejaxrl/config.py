@@ -19,7 +19,6 @@ from envs.compile_cache import DEFAULT_COMPILE_CACHE_DIR, compile_cache_problem
 from envs import registry
 from envs.options import REQUIREMENTS, kind_error, normalized
 from envs.registry import DEFAULT_ENV, OWN_ENVS
-from purejaxrl.networks import ATTENTION_HEADS
 
 ACTIVATION_CHOICES = ("tanh", "relu")
 ENCODER_CHOICES = ("flat", "egocentric", "egocentric-conv", "attention", "cnn")
@@ -679,6 +678,9 @@ def validate_config(config: TrainConfig) -> None:
          f"--encoder must be one of {ENCODER_CHOICES}, got {config.encoder!r}")
     need(isinstance(config.cell_features, int) and config.cell_features >= 1,
          f"--cell-features must be a positive integer, got {config.cell_features!r}")
+    # Imported here, not at the top: networks imports gymnax, whose import starts the XLA
+    # backend, and a multi-host run must call jax.distributed.initialize before that.
+    from purejaxrl.networks import ATTENTION_HEADS
     need(config.encoder != "attention" or config.cell_features % ATTENTION_HEADS == 0,
          f"--cell-features {config.cell_features} must be a multiple of the attention "
          f"encoder's {ATTENTION_HEADS} heads (e.g. 32)")

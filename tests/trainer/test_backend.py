@@ -3,9 +3,15 @@ attached, a user's JAX_PLATFORMS and TPU machines are left alone, and a GPU mach
 CUDA backend. A real start without JAX_PLATFORMS is checked in
 ``test_robust_run.test_quiet_start_without_a_tpu``."""
 
+import os
+import subprocess
+import sys
+
 import pytest
 
 from purejaxrl import backend
+
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @pytest.mark.parametrize("plugins, expected", [
@@ -31,3 +37,23 @@ def test_choose_platforms_respects_the_user_and_tpu_machines(monkeypatch):
     backend.choose_platforms(environ)
     assert environ == {"JAX_PLATFORMS": "cpu"}
     assert "no TPU on this machine" in backend.platform_choice()
+
+
+def test_the_trainer_imports_without_starting_the_xla_backend():
+    """A multi-host run calls jax.distributed.initialize after the trainer's modules are
+    imported and its flags parsed, and JAX refuses it once the backend has started. Importing
+    the command line and the distributed module (and parsing flags) must not start it: a
+    module-level array anywhere on the import chain does (gymnax's modules make some, so
+    whatever imports gymnax, the networks included, is imported later, inside functions).
+    Checked in a fresh interpreter; the two-process runs themselves are the slow suite's
+    (test_multihost.py)."""
+    code = ("from jax._src import xla_bridge\n"
+            "import purejaxrl.distributed\n"
+            "from purejaxrl.cli.train import build_parser, run_options_from_args\n"
+            "run_options_from_args(build_parser().parse_args(['--num-envs', '8']))\n"
+            "print(xla_bridge.backends_are_initialized())\n")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                            cwd=REPO_ROOT, env={**os.environ, "JAX_PLATFORMS": "cpu"},
+                            timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "False", result.stdout
