@@ -143,10 +143,12 @@ case "$part" in
       ${BENCH_FLAGS:-} --label "$label" --checkpoint-dir "$runs" --ledger "$out/ledger.jsonl" \
       --plot "$out/$label.png" -- --num-envs "$learn_envs" ${LEARN_FLAGS:-}
     # The network comes back: a copy of each seed's newest checkpoint with 128 envs' state
-    # (about 11 MB; the whole one at 16384 envs is about 580 MB, over what a lease returns).
+    # (about 11 MB; the whole one at 16384 envs is about 580 MB, over what a lease returns),
+    # or all of them where the run has fewer (a trim keeps at most the envs it has).
+    keep_envs=$(( learn_envs < 128 ? learn_envs : 128 ))
     for dir in "$runs/$label"-s* "$runs/$label"/seed-*; do  # one run per seed, or --vmap-seeds
       [ -d "$dir" ] && step "trim-${dir##*/}" "$python" scripts/trim_checkpoint.py "$dir" \
-        "$out/$label-${dir##*/}" --envs 128
+        "$out/$label-${dir##*/}" --envs "$keep_envs"
     done
     ;;
   session)

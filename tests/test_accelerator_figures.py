@@ -89,7 +89,8 @@ def test_a_session_step_past_the_deadline_is_skipped_not_started(tmp_path):
 @pytest.mark.slow
 def test_learn_part_trains_one_seed_at_learn_envs_with_learn_flags(tmp_path):
     """The learning part: learn_bench at LEARN_ENVS envs with LEARN_FLAGS passed to training,
-    its seed's ledger row (labelled by tier and env count) and curve in OUTDIR."""
+    its seed's ledger row (labelled by tier and env count), curve and trimmed checkpoint in
+    OUTDIR."""
     out = tmp_path / "figures"
     result = run(str(out), "learn", "smoke", LEARN_ENVS="64", STEP_LIMIT_S="900",
                  LEARN_FLAGS="--total-timesteps 16384")
@@ -99,3 +100,6 @@ def test_learn_part_trains_one_seed_at_learn_envs_with_learn_flags(tmp_path):
     assert [(row["label"], row["seed"], row["env_steps"]) for row in seeds] == [
         ("accelerator-smoke-64", 0, 16384)]
     assert (out / "accelerator-smoke-64.png").exists()
+    # The network comes back trimmed to the envs the run has, at most 128 (here its 64).
+    trimmed = out / "accelerator-smoke-64-accelerator-smoke-64-s0"
+    assert [path.name for path in trimmed.glob("checkpoint_*.msgpack")] == ["checkpoint_2.msgpack"]
