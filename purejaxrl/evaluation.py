@@ -50,7 +50,9 @@ def with_memory(policy: Policy | RecurrentPolicy) -> RecurrentPolicy:
         initial_memory=())
 # How a game ended, in the order a step's outcome is classified (won, died and invalid where
 # the env has those metrics).
-END_CAUSES = ("won", "died", "truncated", "invalid", "unfinished")
+# "terminated": the env ended the game by none of its own named causes (an env without
+# won/died metrics, such as CartPole's fallen pole).
+END_CAUSES = ("won", "died", "truncated", "invalid", "terminated", "unfinished")
 
 
 def network_policy(env: TrainerEnv, network: ActorCritic, params,
@@ -282,8 +284,9 @@ def end_causes(results: dict) -> dict:
     died = flag("died") & ~won
     truncated = np.asarray(results["truncated"], bool) & ~won & ~died
     invalid = flag("invalid") & ~won & ~died & ~truncated
+    terminated = finished & ~won & ~died & ~truncated & ~invalid
     return {"won": won, "died": died, "truncated": truncated, "invalid": invalid,
-            "unfinished": ~finished}
+            "terminated": terminated, "unfinished": ~finished}
 
 
 def game_outcomes(results: dict) -> dict:

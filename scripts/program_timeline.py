@@ -32,6 +32,7 @@ import numpy as np  # noqa: E402
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
 from purejaxrl import ppo  # noqa: E402
+from purejaxrl.evaluation import END_CAUSES  # noqa: E402
 from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
 from purejaxrl.policy import config_for_options  # noqa: E402
@@ -39,8 +40,6 @@ from purejaxrl.recorded_games import (RecordedGamesError, game_keys,  # noqa: E4
                                       load_row_games)
 
 NEVER = "never"
-# How games end (``evaluation.END_CAUSES``), in the table's column order.
-ENDS = ("won", "died", "truncated", "invalid", "unfinished")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -117,7 +116,7 @@ def check_ends(games: list, found: dict) -> None:
 
 
 def format_table(rows: list, program: str) -> str:
-    ends = [end for end in ENDS if any(row["end"] == end for row in rows)]
+    ends = [end for end in END_CAUSES if any(row["end"] == end for row in rows)]
     owned_at = [NEVER] + sorted({row["owned"] for row in rows if row["owned"] != NEVER})
     lines = [f"{len(rows)} games; {program.upper()} first owned on stage (rows) by how the game "
              "ended (columns)",

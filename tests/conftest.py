@@ -11,6 +11,34 @@ os.environ["PYTHONPATH"] = os.pathsep.join(
 
 import pytest  # noqa: E402
 
+# One persistent XLA cache for the whole test session and the ones after it: in-process
+# programs, the scripts the tests start (the viewers, the trainer, the protocol server) and the
+# parity engines all read and write it, so a program compiles once per code version, not once
+# per process and per run: on this project's 2-core CI machine the suite takes about 20 minutes
+# cold and about 10 warm (SPEC §1.1). The default is the scripts' own default directory
+# (``envs.compile_cache.DEFAULT_COMPILE_CACHE_DIR``); $HACKMATRIX_TEST_COMPILE_CACHE names
+# another, and set empty, a fresh directory of this session (a cold run, as on a new machine).
+TEST_COMPILE_CACHE_VARIABLE = "HACKMATRIX_TEST_COMPILE_CACHE"
+
+
+def pytest_configure(config):
+    from envs.compile_cache import (DEFAULT_COMPILE_CACHE_DIR, INTERACTIVE_MIN_COMPILE_SECS,
+                                    enable_compile_cache)
+    from envs.hackmatrix.swift_io.protocol import CACHE_ENV_VAR
+    cache_dir = os.environ.get(TEST_COMPILE_CACHE_VARIABLE, DEFAULT_COMPILE_CACHE_DIR)
+    if not cache_dir:
+        import tempfile
+        cache_dir = tempfile.mkdtemp(prefix="hackmatrix-test-xla-cache-")
+    config.test_compile_cache_dir = enable_compile_cache(cache_dir, INTERACTIVE_MIN_COMPILE_SECS)
+    os.environ[CACHE_ENV_VAR] = config.test_compile_cache_dir  # the protocol server's
+
+
+@pytest.fixture(scope="session")
+def session_compile_cache(pytestconfig):
+    """The session's persistent XLA cache directory (see TEST_COMPILE_CACHE_VARIABLE): pass it
+    to the scripts a test starts (``--compile-cache-dir``)."""
+    return pytestconfig.test_compile_cache_dir
+
 
 @pytest.fixture(scope="session")
 def recorded_random_games():

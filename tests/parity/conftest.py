@@ -2,8 +2,8 @@
 
 The protocol backend is ONE server process for the session (our own server, or the Swift build
 when $HACKMATRIX_BINARY names it), reused through setState; the in-process backend jits the
-environment once. Both use the persistent compilation cache, so the server reuses what the
-in-process engine compiled (and later sessions start warm).
+environment once. Both use the session's persistent compilation cache (tests/conftest.py), so the
+server reuses what the in-process engine compiled (and later sessions start warm).
 """
 
 import os
@@ -28,6 +28,7 @@ def pytest_report_header(config):
 
 @pytest.fixture(scope="session", autouse=True)
 def compilation_cache():
+    """The session's test cache (tests/conftest.py names it in $HACKMATRIX_JAX_CACHE)."""
     return enable_server_compile_cache()
 
 

@@ -4,7 +4,7 @@ import pytest
 
 
 @pytest.fixture(scope="session")
-def compile_cache_dir(tmp_path_factory):
-    """A persistent XLA cache shared by every test of the session (in-process and subprocess),
-    so identical programs compile once; never the user's ~/.cache."""
-    return str(tmp_path_factory.mktemp("xla_cache"))
+def compile_cache_dir(session_compile_cache):
+    """The session's persistent XLA cache (tests/conftest.py), shared by in-process and
+    subprocess runs, so identical programs compile once."""
+    return session_compile_cache

@@ -136,3 +136,21 @@ def test_the_reference_tier_needs_an_env_with_a_published_budget(capsys):
         "full")
     from purejaxrl.learning_benchmark import TIERS
     assert TIERS["reference"].total_timesteps is None
+
+
+def test_evaluate_says_a_fallen_cartpole_game_terminated(cartpole_run, tmp_path):
+    """evaluate.py on CartPole (no won or died metric): a game whose pole fell inside the time
+    limit ended "terminated" in the --json games, one that reached it "truncated", never
+    "unfinished" (which is a game still running when the evaluation stopped)."""
+    import json
+
+    from purejaxrl.cli.evaluate import main as evaluate_main
+    _, result = cartpole_run
+    path = tmp_path / "cartpole.json"
+    assert evaluate_main(["--checkpoint", result.run_dir, "--policies", "random",
+                          "--episodes", "8", "--max-episode-steps", "15", "--json",
+                          str(path)]) == 0
+    games = json.loads(path.read_text())["random"]["games"]
+    assert set(games["end"]) <= {"terminated", "truncated"} and "terminated" in games["end"]
+    assert all(length == 15 if end == "truncated" else length <= 15
+               for end, length in zip(games["end"], games["length"]))

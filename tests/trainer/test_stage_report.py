@@ -54,7 +54,8 @@ def test_stage_rows_count_reach_clear_and_how_games_end_there():
     assert [r["reached"] for r in rows] == [1.0, 0.75, 0.5]
     assert [r["cleared"] for r in rows] == [0.75, 0.5, 0.25]
     assert rows[2]["clear_rate"] == 0.5
-    assert rows[0]["ended"] == {"died": 1, "truncated": 0, "invalid": 0, "unfinished": 0}
+    assert rows[0]["ended"] == {"died": 1, "truncated": 0, "invalid": 0, "terminated": 0,
+                                "unfinished": 0}
     assert rows[1]["ended"]["truncated"] == 1
     assert rows[2]["ended"]["died"] == 1  # the won game is not an end on stage 3
     assert rows[1]["steps_mean"] == pytest.approx((10 + 3 + 2) / 3)
@@ -65,12 +66,18 @@ def test_stage_rows_count_reach_clear_and_how_games_end_there():
 
 
 def test_an_env_without_a_cause_never_ends_by_it_and_one_without_stages_has_no_report():
+    """A cause the env has no metric for is never true; a game the env ended (finished, not
+    truncated) by none of its named causes is "terminated", not "unfinished" (CartPole's
+    fallen pole: no won or died metric)."""
     results = hand_made_results()
     del results["died"], results["invalid"]
     causes = end_causes(results)
     assert not causes["died"].any() and not causes["invalid"].any()
     assert causes["truncated"].tolist() == [False, True, False, False]
-    plain = {"finished": np.ones(2, bool), "truncated": np.zeros(2, bool)}
+    assert causes["terminated"].tolist() == [True, False, True, False]
+    plain = {"finished": np.array([1, 1, 0], bool), "truncated": np.array([0, 1, 0], bool),
+             "length": np.array([9, 500, 500]), "episode_return": np.zeros(3)}
+    assert game_outcomes(plain)["end"] == ["terminated", "truncated", "unfinished"]
     assert stage_report(plain) == []
 
 

@@ -9,9 +9,9 @@ from viewer_helpers import WATCH, WATCH_EPISODES, WATCH_MAX_STEPS, run_script
 
 
 @pytest.fixture(scope="session")
-def viewer_cache(tmp_path_factory):
-    """One persistent XLA cache for the viewer subprocesses (never the user's ~/.cache)."""
-    return str(tmp_path_factory.mktemp("viewer_xla_cache"))
+def viewer_cache(session_compile_cache):
+    """The session's persistent XLA cache (tests/conftest.py) for the viewer subprocesses."""
+    return session_compile_cache
 
 
 def save_tiny_checkpoint(tmp_path_factory, name, **fields):
