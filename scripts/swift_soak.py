@@ -31,6 +31,7 @@ import collections
 import json
 import os
 import pickle
+import re
 import sys
 import time
 
@@ -56,6 +57,9 @@ from purejaxrl.cli.parsing import ArgumentParser
 from purejaxrl.output_paths import (OVERWRITE_FLAG, OutputPathError, add_overwrite_argument,
                                     prepare_directory, refuse_output_file, write_text)
 
+# Each divergence's dump in --dump-dir (the report names it by path).
+DUMP_NAME = "divergence-{number}.pkl"
+DUMP_PATTERN = re.compile(r"divergence-\d+\.pkl")
 POLICIES = ("random", "heuristic")
 STARTS = ("reset", "scenario", "crowd")
 DEFAULT_STARTS = ("reset", "scenario")
@@ -201,7 +205,8 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                       "differences": divergence.differences[:MAX_REPORTED_DIFFERENCES],
                       "board": divergence.board}
             if dump_dir:  # the mirror before the step and Swift's reply, to replay it
-                record["dump"] = os.path.join(dump_dir, f"divergence-{len(divergences)}.pkl")
+                record["dump"] = os.path.join(dump_dir,
+                                              DUMP_NAME.format(number=len(divergences)))
                 with open(record["dump"], "wb") as f:
                     pickle.dump({"state": divergence.state, "swift": divergence.swift._asdict(),
                                  "action": divergence.action, "notes": oracle.notes,
@@ -275,6 +280,11 @@ def main(argv=None) -> int:
         except OutputPathError as error:
             print(f"error: {error}", file=sys.stderr)
             return 2
+        # --overwrite replaces the earlier run's dumps: none of them may outlive it beside
+        # this run's, which would number fewer (other files are not ours to remove).
+        for name in os.listdir(args.dump_dir):
+            if DUMP_PATTERN.fullmatch(name):
+                os.remove(os.path.join(args.dump_dir, name))
     enable_server_compile_cache()
     with ProtocolEngine([args.binary, "--headless-cli"]) as swift:
         report = soak(OracleLockstep(swift, seed=args.seed), steps=args.steps,

@@ -182,8 +182,8 @@ def swift_soak(monkeypatch):
 def test_swift_soak_refuses_a_dump_directory_that_holds_files(swift_soak, tmp_path, capsys):
     """--dump-dir: a second run into the directory would replace the divergence-*.pkl that the
     first run's report names; a directory that holds files is refused (one line, exit 2,
-    the files untouched) unless --overwrite. A new or empty directory is used; one that is a
-    file is refused."""
+    the files untouched) unless --overwrite, which removes the first run's dumps. A new or
+    empty directory is used; one that is a file is refused."""
     dumps = tmp_path / "dumps"
     dumps.mkdir()
     (dumps / "divergence-0.pkl").write_bytes(b"first run")
@@ -191,12 +191,17 @@ def test_swift_soak_refuses_a_dump_directory_that_holds_files(swift_soak, tmp_pa
     code, err = exit_and_stderr(swift_soak.main, binary + ["--dump-dir", str(dumps)], capsys)
     assert code == 2 and "--overwrite" in one_error_line(err)
     assert (dumps / "divergence-0.pkl").read_bytes() == b"first run"
+    (dumps / "divergence-7.pkl").write_bytes(b"first run")
+    (dumps / "notes.txt").write_text("the user's")
     with pytest.raises(Reached):
         swift_soak.main(binary + ["--dump-dir", str(dumps), "--overwrite"])
+    # --overwrite: none of the first run's dumps outlives it beside the new run's (fewer, maybe);
+    # a file the soak did not write stays.
+    assert sorted(path.name for path in dumps.iterdir()) == ["notes.txt"]
     with pytest.raises(Reached):
         swift_soak.main(binary + ["--dump-dir", str(tmp_path / "new")])
     code, err = exit_and_stderr(swift_soak.main,
-                                binary + ["--dump-dir", str(dumps / "divergence-0.pkl")], capsys)
+                                binary + ["--dump-dir", str(dumps / "notes.txt")], capsys)
     assert code == 2 and "is not a directory" in one_error_line(err)
 
 
