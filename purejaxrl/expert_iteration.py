@@ -53,11 +53,14 @@ class ExpertIterationSettings:
 
 
 def policy_loss(network, params, obs, target, mask, hidden=None,
-                weight=None) -> tuple[jax.Array, dict]:
+                weight=None, axis_name=None) -> tuple[jax.Array, dict]:
     """Mean cross-entropy H(target, policy) over a batch; also the KL divergence (the part of
     the loss the network can still remove) and the policy's entropy. A recurrent network
     steps once from ``hidden`` (f32[N, C], the memory held before ``obs``). With ``weight``
-    (f32[N]) the means are weighted (a batch that weighs nothing gives 0)."""
+    (f32[N]) the means are weighted (a batch that weighs nothing gives 0). Under
+    ``axis_name`` (the batch split over devices, whose gradients and logged values are then
+    averaged over them) each device returns its share of the weighted mean over the whole
+    batch: a device's own weighted mean would count one labelled state as much as forty."""
     if hidden is None:
         logits, _ = network.apply(params, obs)
     else:
@@ -71,8 +74,14 @@ def policy_loss(network, params, obs, target, mask, hidden=None,
     if weight is None:
         mean = jnp.mean
     else:
+        weight = jax.lax.stop_gradient(weight)
+        total_weight, devices = jnp.sum(weight), 1
+        if axis_name is not None:
+            total_weight = jax.lax.psum(total_weight, axis_name)
+            devices = jax.lax.psum(1, axis_name)
+
         def mean(values):
-            return jnp.sum(weight * values) / jnp.maximum(jnp.sum(weight), 1e-8)
+            return devices * jnp.sum(weight * values) / jnp.maximum(total_weight, 1e-8)
     loss = mean(cross_entropy)
     return loss, {"loss": loss, "kl": mean(cross_entropy - target_entropy),
                   "policy_entropy": mean(policy_entropy),

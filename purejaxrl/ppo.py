@@ -810,7 +810,7 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         if distilled is not None:
             cross_entropy, fit = distillation_loss(
                 network, params, distilled["obs"], distilled["target"], distilled["mask"],
-                distilled.get("hidden"), distilled.get("weight"))
+                distilled.get("hidden"), distilled.get("weight"), axis_name)
             total = total + config.distill_coef * cross_entropy
             weight = distilled.get("weight")
             aux.update(distill_loss=cross_entropy, distill_kl=fit["kl"],

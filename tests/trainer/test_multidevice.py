@@ -130,3 +130,75 @@ def test_vmapped_seeds_split_their_envs_over_devices(report):
     assert report["seeds_env_shard_shape"][:2] == [2, 2]
     assert report["seeds_in_sync"]
     assert report["seeds_max_param_diff"] < 1e-5
+
+
+DISTILL_SCRIPT = textwrap.dedent("""
+    import json, os
+    os.environ["XLA_FLAGS"] = "--xla_force_host_platform_device_count=2"
+    os.environ["JAX_PLATFORMS"] = "cpu"
+    import jax, jax.numpy as jnp, numpy as np
+    from jax.sharding import PartitionSpec as P
+    from purejaxrl import ppo
+    from purejaxrl.config import TrainConfig
+
+    # Only the distillation term moves the weights (zero advantages, no value or entropy
+    # term); 8 labelled states weighing [1, 0, 0, 0 | 1, 1, 1, 1]: device 0 holds one, device
+    # 1 four.
+    base = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=5, hidden_width=16,
+                       hidden_depth=1, recurrent_core="none", num_minibatches=1,
+                       update_epochs=1, total_timesteps=64, lr=1e-2, ent_coef=0.0, vf_coef=0.0)
+    env, env_params, network, optimizer, components = ppo.build(base)
+    runner = ppo.init_runner_state(base, env, env_params, network, optimizer, len(components))
+    _, rollout, _, _, _ = jax.jit(lambda r: ppo.collect_rollout(
+        r, config=base, env=env, env_params=env_params, network=network,
+        reward_components=components))(runner)
+    zeros, targets = jnp.zeros((4, 8)), rollout.value
+    mask = env.action_mask(runner.obs)
+    noise = 3.0 * jax.random.normal(jax.random.PRNGKey(5), mask.shape)
+    distill = dict(obs=runner.obs, mask=mask, weight=jnp.array([1., 0, 0, 0, 1, 1, 1, 1]),
+                   target=jax.nn.softmax(jnp.where(mask, noise, -1e9), -1))
+
+    def update(config, axis, rollout, advantages, targets, distill):
+        params, _, aux = ppo.update_epochs(runner.params, runner.opt_state, rollout, advantages,
+                                           targets, jax.random.PRNGKey(0), config, network,
+                                           optimizer, axis, distill=distill)
+        return params, aux
+
+    one = base.replace(distill_coef=1.0, num_devices=1)
+    two = base.replace(distill_coef=1.0, num_devices=2)
+    params_one, aux_one = jax.jit(lambda *a: update(one, None, *a))(rollout, zeros, targets,
+                                                                   distill)
+    split = P(None, "devices")
+    params_two, aux_two = jax.jit(jax.shard_map(
+        lambda *a: update(two, "devices", *a), mesh=ppo.make_mesh(2),
+        in_specs=(split, split, split, P("devices")), out_specs=(P(), P()),
+        check_vma=False))(rollout, zeros, targets, distill)
+    print(json.dumps({
+        "devices": jax.local_device_count(),
+        "max_param_diff": max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+                              for a, b in zip(jax.tree.leaves(params_one),
+                                              jax.tree.leaves(params_two))),
+        "max_param_move": max(float(np.max(np.abs(np.asarray(a) - np.asarray(b))))
+                              for a, b in zip(jax.tree.leaves(params_one),
+                                              jax.tree.leaves(runner.params))),
+        "loss": [float(aux_one["distill_loss"]), float(aux_two["distill_loss"])],
+        "grad_norm": [float(aux_one["grad_norm"]), float(aux_two["grad_norm"])]}))
+""")
+
+
+def test_uneven_distillation_weights_give_the_single_device_update(compile_cache_dir):
+    """Search distillation with uneven weights (--distill-where acquire, the move target, the
+    rollout teacher) fits the weighted mean over the whole minibatch, whatever the device
+    count: split over 2 devices, one holding 1 labelled state and the other 4, the gradient,
+    the update and the logged loss are the single device's (a device's own weighted mean would
+    count its one state as much as the other's four; Adam's first step hides the gradient's
+    size in the weights, so the gradient's norm is compared too)."""
+    env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
+    completed = subprocess.run([sys.executable, "-c", DISTILL_SCRIPT], capture_output=True,
+                               text=True, env=env, timeout=600, cwd=REPO_ROOT)
+    assert completed.returncode == 0, completed.stderr[-4000:]
+    report = json.loads(completed.stdout.strip().splitlines()[-1])
+    assert report["devices"] == 2 and report["max_param_move"] > 1e-4
+    assert report["max_param_diff"] < 1e-6
+    assert report["loss"][0] == pytest.approx(report["loss"][1], rel=1e-5)
+    assert report["grad_norm"][0] == pytest.approx(report["grad_norm"][1], rel=1e-5)
