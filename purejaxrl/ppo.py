@@ -1214,5 +1214,10 @@ def build(config: TrainConfig):
     """Everything static a run needs: (env, env_params, network, optimizer, reward component
     names)."""
     env, env_params = make_env(config)
+    if (config.distill_coef > 0 and config.distill_leaf == "value"
+            and hasattr(env.search_hooks, "critic_leaf_problem")):
+        problem = env.search_hooks.critic_leaf_problem(config.env_option_values())
+        if problem:
+            raise ConfigError(f"--distill-leaf value: {problem}")
     return env, env_params, make_network(config, env), make_optimizer(config), \
         env.reward_components

@@ -85,3 +85,29 @@ def game_keys(loop: str, seed: int, num_boards: int, boards, steps: int):
     env_keys = jax.vmap(jax.vmap(search.board_env_step_key, (None, None, 0)),
                         (None, 0, None))(step_root, boards, t)
     return board_keys[boards], per_step(act_root, boards, t), env_keys
+
+
+def replay_inputs(recorded: dict):
+    """What re-simulating every game of ``recorded`` (``load_row_games``') takes, in its board
+    order: reset keys [G], the keys ``step_env`` got [G, T] and the actions [G, T] (-1 after a
+    game's last; T the longest game's length)."""
+    import numpy as np
+    games = recorded["games"]
+    length = max(len(game["actions"]) for game in games)
+    actions = np.full((len(games), length), -1, np.int32)
+    for index, game in enumerate(games):
+        actions[index, :len(game["actions"])] = game["actions"]
+    reset_keys, _, env_keys = game_keys(recorded["loop"], recorded["seed"], recorded["boards"],
+                                        [game["board"] for game in games], length)
+    return reset_keys, env_keys, actions
+
+
+def check_ends(games: list, won, died) -> None:
+    """Raise RecordedGamesError where a re-simulated game (``won``, ``died``: per game, at its
+    last step) did not end as its evaluation says (won, died, or neither: cut by a limit)."""
+    for index, game in enumerate(games):
+        end = "won" if won[index] else "died" if died[index] else None
+        said = game["end"]
+        if end != (said if said in ("won", "died") else None):
+            raise RecordedGamesError(f"board {game['board']} re-simulated ended "
+                                     f"{end or 'alive'}; the evaluation says {said!r}", 1)

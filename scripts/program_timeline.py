@@ -27,7 +27,6 @@ choose_platforms()  # before anything imports JAX
 
 import jax  # noqa: E402
 import jax.numpy as jnp  # noqa: E402
-import numpy as np  # noqa: E402
 
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
@@ -36,8 +35,8 @@ from purejaxrl.evaluation import END_CAUSES  # noqa: E402
 from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
 from purejaxrl.policy import config_for_options  # noqa: E402
-from purejaxrl.recorded_games import (RecordedGamesError, game_keys,  # noqa: E402
-                                      load_row_games)
+from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
+                                      load_row_games, replay_inputs)
 
 NEVER = "never"
 
@@ -61,13 +60,7 @@ def timelines(env, env_params, recorded: dict, program: int, plan_actions) -> di
     macro), and the stage, won and died flags of the game's last step; all boards
     re-simulated together, each from its recorded actions on its own keys (``recorded``:
     ``recorded_games.load_row_games``')."""
-    games = recorded["games"]
-    length = max(len(game["actions"]) for game in games)
-    actions = np.full((len(games), length), -1, np.int32)
-    for index, game in enumerate(games):
-        actions[index, :len(game["actions"])] = game["actions"]
-    reset_keys, _, env_keys = game_keys(recorded["loop"], recorded["seed"], recorded["boards"],
-                                        [game["board"] for game in games], length)
+    reset_keys, env_keys, actions = replay_inputs(recorded)
     plans = jnp.asarray(plan_actions, bool)
 
     def one(reset_key, step_keys, moves):
@@ -102,17 +95,6 @@ def timelines(env, env_params, recorded: dict, program: int, plan_actions) -> di
                     won=won, died=died)
 
     return jax.device_get(jax.jit(jax.vmap(one))(reset_keys, env_keys, jnp.asarray(actions)))
-
-
-def check_ends(games: list, found: dict) -> None:
-    """Raise RecordedGamesError where a re-simulated game did not end as its evaluation says
-    (won, died, or neither: cut by a time limit)."""
-    for index, game in enumerate(games):
-        end = ("won" if found["won"][index] else "died" if found["died"][index] else None)
-        said = game["end"]
-        if end != (said if said in ("won", "died") else None):
-            raise RecordedGamesError(f"board {game['board']} re-simulated ended "
-                                     f"{end or 'alive'}; the evaluation says {said!r}", 1)
 
 
 def format_table(rows: list, program: str) -> str:
@@ -151,7 +133,7 @@ def main(argv=None) -> int:
         env, env_params = ppo.make_env(config_for_options(recorded["env_options"]))
         found = timelines(env.env, env_params, recorded, PROGRAM_NAMES.index(args.program),
                           env.search_hooks.plan_actions(env.env))
-        check_ends(recorded["games"], found)
+        check_ends(recorded["games"], found["won"], found["died"])
     except RecordedGamesError as error:
         print(f"error: {error}", file=sys.stderr)
         return error.code

@@ -9,17 +9,24 @@ a proposal that would change it is rejected). What it re-draws (SPEC §4.5):
 
 * **question blocks** (unsiphoned): data or program by a fair coin, data points U{1..9}, a
   program uniform among those no revealed block of the board holds (a stage never holds a
-  program twice), spawn count as generation sets it (game-rules §3.4);
+  program twice), spawn count as generation sets it (game-rules §3.4) less the REDUC uses of
+  the stage that the revealed blocks show (``reduc_uses``);
 * **resources under unsiphoned blocks**: none (generated boards never put any there);
-* **transmissions**: the enemy type each hatches into, uniform (§3.6), except under SHOW,
-  which shows it in the game;
+* **transmissions**: the enemy type each hatches into, uniform (§3.6), also under SHOW: SHOW
+  shows it in the game's own view, but no channel of the numeric observation encodes it
+  (programs-rewards-observation §9.2);
 * **hidden cryptogs** (live, out of the player's row and column, no SHOW): a cell uniform among
   those where the cryptog would stay hidden and change nothing shown (not in the player's row or
   column, no block, no other enemy, no transmission), distinct cells for distinct cryptogs.
   Their number, hp and status are kept: a player who watched the board saw each transmission
-  hatch into nothing visible. Up to ``attempts`` proposals are tried; the first whose
-  observation equals the original's wins; else the cryptogs keep their cells (the mask can pin
-  them down: a cryptog on a block next to the player makes that direction legal).
+  hatch into nothing visible.
+
+Up to ``attempts`` proposals re-draw all of it, each from its own key; the first whose
+observation equals the original's wins (level 0). Else up to ``attempts`` more re-draw all but
+the cryptogs' cells (level 1: the mask can pin a cryptog down, e.g. one on a block next to the
+player makes that direction legal, and then every hidden cryptog keeps its true cell, a leak
+of the free ones' cells). Else the world is the true state (level 2, perfect information: no
+re-draw kept the observation; SPEC §4.5 says how rarely either fallback happens).
 
 Kept as they are, because a player who watched every step knows them: turn and scheduler
 counters, pending siphon spawns, enemies stacked under the one a cell shows, disabled turns,
@@ -68,6 +75,18 @@ def hidden_cryptogs(state: EnvState) -> jax.Array:
     return alive_enemies(e) & (e.kind == CRYPTOG) & ~visible
 
 
+def reduc_uses(state: EnvState) -> jax.Array:
+    """i32: how many times REDUC lowered the spawn counts of this stage's blocks, as far as the
+    revealed unsiphoned blocks show it (each use lowers every unsiphoned block's count by one,
+    down to 0: a lower bound once a revealed count reached 0). A block's count starts at its
+    points (data) or its program's cost (game-rules §3.4)."""
+    g = state.grid
+    revealed = (g.content == BLOCK) & ~g.question & ~g.siphoned
+    program_cost = jnp.asarray(PROGRAM_SPAWN_COST)[jnp.clip(g.program, 0, N_PROGRAMS - 1)]
+    original = jnp.where(g.program >= 0, program_cost, g.points)
+    return jnp.max(jnp.where(revealed, original - g.spawn, 0), initial=0)
+
+
 def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:
     """Question-block contents and resources under unsiphoned blocks, re-drawn."""
     g = state.grid
@@ -88,6 +107,7 @@ def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:
     data_blocks = hidden & ~program_blocks
     spawn = jnp.where(data_blocks, points,
                       jnp.asarray(PROGRAM_SPAWN_COST)[jnp.clip(program, 0, N_PROGRAMS - 1)])
+    spawn = jnp.maximum(spawn - reduc_uses(state), 0)
     under_block = (g.content == BLOCK) & ~g.siphoned
     grid = g.replace(
         points=jnp.where(hidden, jnp.where(data_blocks, points, 0), g.points),
@@ -101,8 +121,7 @@ def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:
 def _redraw_transmission_kinds(key: jax.Array, state: EnvState) -> EnvState:
     t = state.transmissions
     kind = uniform_below(jax.random.bits(key, t.kind.shape, jnp.uint32), N_ENEMY_TYPES)
-    keep = ~t.active | state.show
-    return state.replace(transmissions=t.replace(kind=jnp.where(keep, t.kind, kind)))
+    return state.replace(transmissions=t.replace(kind=jnp.where(t.active, kind, t.kind)))
 
 
 def _cryptog_cells(state: EnvState, hidden: jax.Array) -> jax.Array:
@@ -145,26 +164,34 @@ def same_observation(a, b) -> jax.Array:
                                                           jax.tree.leaves(b))]))
 
 
+def _redraw(key: jax.Array, state: EnvState, hidden: jax.Array, move_cryptogs: bool):
+    """One proposal: blocks, transmission types and (``move_cryptogs``) the hidden cryptogs'
+    cells re-drawn from ``key``."""
+    k_blocks, k_kinds, k_cells = jax.random.split(key, 3)
+    world = _redraw_transmission_kinds(k_kinds, _redraw_blocks(k_blocks, state))
+    return _move_cryptogs(k_cells, world, hidden) if move_cryptogs else world
+
+
+# What ``redraw_hidden``'s level says was re-drawn.
+LEVELS = ("everything", "all but the cryptogs' cells", "nothing: the true state")
+
+
 def redraw_hidden(key: jax.Array, state: EnvState, attempts: int = DEFAULT_ATTEMPTS):
     """(world, level): a state with the hidden fields re-drawn (module docstring) and the same
-    observation as ``state``. ``level`` says how much was re-drawn: 0 everything, 1 everything
-    but the cryptogs' cells (no proposal kept the observation), 2 nothing (the re-drawn blocks
-    or transmissions changed the observation: never seen in generated games, kept as a guard).
-    Single state; vmap for batches."""
-    k_blocks, k_kinds, k_cells = jax.random.split(key, 3)
+    observation as ``state``. ``level`` (i32, an index of ``LEVELS``) says how much was
+    re-drawn: 0 everything, 1 everything but the cryptogs' cells, 2 nothing (no proposal kept
+    the observation: the world is the true state). Single state; vmap for batches."""
     truth = build_observation(state)
-    base = _redraw_transmission_kinds(k_kinds, _redraw_blocks(k_blocks, state))
     hidden = hidden_cryptogs(state)
-    proposals = jax.vmap(lambda k: _move_cryptogs(k, base, hidden))(
-        jax.random.split(k_cells, attempts))
-    candidates = jax.tree.map(lambda many, one, true: jnp.concatenate(
-        [many, one[None], true[None]]), proposals, base, state)
+    keys = jax.random.split(key, 2 * attempts)
+    moved = jax.vmap(lambda k: _redraw(k, state, hidden, True))(keys[:attempts])
+    kept = jax.vmap(lambda k: _redraw(k, state, hidden, False))(keys[attempts:])
+    candidates = jax.tree.map(lambda a, b, true: jnp.concatenate([a, b, true[None]]),
+                              moved, kept, state)
     same = jax.vmap(lambda s: same_observation(build_observation(s), truth))(candidates)
-    same = same.at[-1].set(True)
-    first = jnp.argmax(same)
+    first = jnp.argmax(same.at[-1].set(True))
     world = jax.tree.map(lambda x: x[first], candidates)
-    level = jnp.where(first < attempts, 0, first - attempts + 1).astype(jnp.int32)
-    return world, level
+    return world, (first // attempts).astype(jnp.int32)
 
 
 def worlds_differ(a: EnvState, b: EnvState) -> jax.Array:

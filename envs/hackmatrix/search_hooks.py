@@ -78,6 +78,20 @@ def search_model(env: HackMatrix) -> HackMatrix:
                       history_size=1)
 
 
+def critic_leaf_problem(trained_options: dict) -> str | None:
+    """Why the critic of a network trained under the env options ``trained_options`` (its
+    checkpoint's, the training role's included) cannot be the search's leaf value, or None.
+    The program potential (``program_potential``) pays gamma * Phi(s') - Phi(s) per step, so
+    the critic learned the return less Phi(s); the search's model pays no potential, so every
+    leaf would be docked the worth of the programs owned there, the opposite of the shaping."""
+    potential = trained_options.get("program_potential") or 0.0
+    if potential > 0:
+        return (f"the network was trained with program_potential {potential}: its critic "
+                "learned the return less the programs' potential, which the search's model "
+                "does not pay")
+    return None
+
+
 def to_model_state(state: EnvState) -> EnvState:
     """``state`` as a state of ``search_model``'s env: empty one-slot history, no ledger."""
     history = empty_history(1, state.enemies.active.shape[-1],

@@ -197,7 +197,10 @@ def main(argv=None) -> int:
         print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
               "has none", file=sys.stderr)
         return 2
-    search_error = evaluate_search.wants_search(args) and evaluate_search.env_error(args, env)
+    trained_options = (TrainConfig.from_dict(checkpoint["config"]).env_option_values()
+                       if params is not None else {})
+    search_error = evaluate_search.wants_search(args) and evaluate_search.env_error(
+        args, env, trained_options)
     if search_error:
         print(f"error: {search_error}", file=sys.stderr)
         return 2

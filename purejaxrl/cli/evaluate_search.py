@@ -290,9 +290,14 @@ def arguments_error(args) -> str | None:
     return None
 
 
-def env_error(args, env) -> str | None:
+def env_error(args, env, trained_options: dict | None = None) -> str | None:
     """The first search option ``env`` cannot serve (checked once the env is built, before
-    any play); None if all are fine."""
+    any play), ``trained_options`` the env options the checkpoint was trained under; None if
+    all are fine."""
+    if args.search_leaf == VALUE_LEAF and hasattr(env.search_hooks, "critic_leaf_problem"):
+        problem = env.search_hooks.critic_leaf_problem(trained_options or {})
+        if problem:
+            return f"--search-leaf value: {problem}"
     if args.search_prior_mix_over == "groups" and env.action_groups is None:
         return "--search-prior-mix-over groups needs an env with action groups"
     if args.search_prior_mix_where == "acquire" and not hasattr(env.search_hooks,

@@ -241,6 +241,46 @@ def test_a_cryptog_the_mask_reveals_keeps_its_cell():
     assert_same_observations(worlds, state)
 
 
+def test_transmission_types_are_redrawn_under_show_which_the_observation_does_not_encode():
+    """SHOW shows what a transmission hatches into in the game's own view, but no channel of
+    the numeric observation encodes it (programs-rewards-observation §9.2): a fair world
+    re-draws the types under SHOW too, keeping the observation."""
+    state = set_state({"player": {"row": 0, "col": 0}, "showActivated": True,
+                       "transmissions": [
+                           {"row": 3, "col": 3, "turnsRemaining": 2, "enemyType": "daemon"},
+                           {"row": 4, "col": 2, "turnsRemaining": 1, "enemyType": "daemon"}]})
+    worlds, level = redraws(state)
+    assert np.asarray(level).tolist() == [0] * 64
+    kinds = jax.device_get(worlds.transmissions.kind)[:, :2]
+    assert len({tuple(row) for row in kinds}) > 4
+    assert_same_observations(worlds, state)
+
+
+def test_question_blocks_redrawn_after_reduc_keep_its_cuts_and_the_mask():
+    """REDUC lowered every unsiphoned block's spawn count (here 3 times: the revealed data
+    block of 3 points shows 0, so REDUC is no longer legal); a re-drawn question block's count
+    is lowered as many times as the revealed blocks show (``reduc_uses``), so worlds keep the
+    mask and hide the block's contents (level 0), where a full count made REDUC legal and left
+    only the true state."""
+    state = set_state({"player": {"row": 0, "col": 0, "credits": 50, "energy": 50},
+                       "ownedPrograms": [_program("reduc")],
+                       "blocks": [{"row": 2, "col": 2, "type": "data", "points": 3},
+                                  {"row": 3, "col": 4, "type": "data", "points": 5}]})
+    question = np.zeros(36, bool)
+    question[3 * 6 + 4] = True
+    state = state.replace(grid=state.grid.replace(question=jnp.asarray(question),
+                                                  spawn=jnp.zeros(36, jnp.int32)))
+    assert not bool(build_observation(state).action_mask[_program("reduc")])
+    assert int(determinize.reduc_uses(state)) == 3
+    worlds, level = redraws(state)
+    assert (np.asarray(level) == 0).mean() > 0.5
+    g = jax.device_get(worlds.grid)
+    redrawn = np.asarray(level) == 0
+    assert (g.spawn[redrawn, 3 * 6 + 4] == 0).all()
+    assert len(set(g.points[redrawn, 3 * 6 + 4].tolist())) > 1
+    assert_same_observations(worlds, state)
+
+
 # ------------------------------------------------------------------ the evaluation loop
 
 @struct.dataclass
@@ -947,3 +987,34 @@ def test_a_fair_rows_name_carries_a_world_count_other_than_the_default():
     assert row_name(16, "checkpoint", True, "value", worlds=DEFAULT_WORLDS) == "search-16-ppo-value"
     assert row_name(16, "checkpoint", True, "value", worlds=8) == "search-16-ppo-w8-value"
     assert row_name(16, "uniform", False, worlds=1) == "search-16-perfect-info"
+
+
+def test_a_critic_trained_with_the_program_potential_is_no_leaf_value(tmp_path, capsys):
+    """The program potential pays gamma * Phi(s') - Phi(s), so a critic trained with it learned
+    the return less Phi(s); the search's model pays no potential, so that critic as the leaf
+    value would dock every program a leaf owns. ``--search-leaf value`` on such a checkpoint
+    is refused once the env is built, before any play (exit 2, one line), and so is
+    ``--distill-leaf value`` in a run with the potential (a ConfigError from ``ppo.build``);
+    without the potential both are accepted."""
+    from purejaxrl import ppo
+    from purejaxrl.checkpoint import save_checkpoint
+    from purejaxrl.config import ConfigError, TrainConfig
+    config = TrainConfig(num_envs=2, num_steps=8, total_timesteps=16, num_minibatches=1,
+                         update_epochs=1, hidden_width=8, hidden_depth=1, core_width=8,
+                         max_episode_steps=20).with_env_options(program_potential=0.5)
+    env, env_params, network, optimizer, components = ppo.build(config)
+    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
+    run_dir = str(tmp_path / "potential")
+    save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
+                    env_steps=0, run_name="potential", wandb_run_id=None, elapsed_seconds=0.0,
+                    keep=1)
+    assert evaluate_main(["--checkpoint", run_dir, "--policies", "none",
+                          "--search-simulations", "2", "--search-leaf", "value"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err.startswith("error: --search-leaf value: the network was trained with "
+                          "program_potential 0.5")
+    distilling = config.replace(distill_coef=0.5, distill_leaf="value")
+    with pytest.raises(ConfigError, match="--distill-leaf value: the network was trained"):
+        ppo.build(distilling)
+    ppo.build(distilling.with_env_options(program_potential=0.0))
+    assert search_hooks.critic_leaf_problem({"program_potential": 0.0}) is None

@@ -427,6 +427,33 @@ def test_program_timeline_reads_every_game_of_an_evaluation(evaluation_file, nam
     assert f"error: board {died} re-simulated ended alive; the evaluation says 'died'" in err
 
 
+@pytest.mark.slow  # extended suite (pytest -m slow): two compiles of the replay with world draws
+def test_world_levels_draws_worlds_at_every_state_of_every_game(evaluation_file, tmp_path,
+                                                                 capsys):
+    """scripts/world_levels.py re-simulates a search row's games on their own keys and draws
+    --worlds fair worlds at every state a move was played from: each game's counts over the
+    levels add up to worlds x its length; a game that no longer ends as the evaluation says is
+    refused (exit 1, one error line)."""
+    from scripts import world_levels
+    path, rows = evaluation_file
+    out = tmp_path / "levels.json"
+    assert world_levels.main([str(path), "--row", "search-1", "--worlds", "3",
+                              "--json", str(out)]) == 0
+    text = capsys.readouterr().out
+    lengths = rows["search-1"]["games"]["length"]
+    assert text.startswith(f"4 games, {sum(lengths)} states, 3 worlds each")
+    games = json.loads(out.read_text())["games"]
+    assert [sum(game["levels"]) for game in games] == [3 * length for length in lengths]
+    died = rows["search-1"]["games"]["end"].index("died")
+    altered = json.loads(path.read_text())
+    altered["search-1"]["games"]["actions"][died] = altered["search-1"]["games"]["actions"][
+        died][:-1]
+    bad = tmp_path / "altered.json"
+    bad.write_text(json.dumps(altered))
+    assert world_levels.main([str(bad), "--row", "search-1", "--worlds", "3"]) == 1
+    assert "re-simulated ended alive" in capsys.readouterr().err
+
+
 def test_program_timeline_table_crosses_first_ownership_with_the_end():
     from scripts.program_timeline import format_table
     rows = [{"board": 0, "end": "won", "stage": 8, "seen": 1, "owned": 1},
