@@ -31,7 +31,7 @@ FACADE = PACKAGE / "__init__.py"
 FOREIGN = ("purejaxrl", "scripts", "tests")
 # The envs modules the trainer may import: the meeting point, the contract, the compile cache.
 TRAINER_MAY_IMPORT = ("envs", "envs.registry", "envs.contract", "envs.options",
-                      "envs.compile_cache")
+                      "envs.compile_cache", "envs.command_line")
 ENV_PACKAGES = ("hackmatrix", "toy")
 
 

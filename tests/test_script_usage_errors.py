@@ -12,8 +12,7 @@ import pytest
 from script_harness import REPO_ROOT, exit_and_stderr, load_script
 
 # headless_cli is the protocol server's drop-in for the Swift binary: it ignores flags it does
-# not know (Swift's), and its parser lives in envs/, which imports nothing of purejaxrl
-# (tests/test_layout.py).
+# not know (Swift's); a bad value of its own flags is one line (below).
 NOT_HERE = {"headless_cli.py"}
 SCRIPTS = sorted(os.path.basename(path)
                  for path in glob.glob(os.path.join(REPO_ROOT, "scripts", "*.py"))
@@ -39,3 +38,13 @@ def test_a_non_finite_number_is_refused_while_parsing(script, flag, value, capsy
     code, err = exit_and_stderr(parser.parse_args, [flag, value], capsys)
     assert code == 2 and err.count("\n") == 1
     assert err.startswith(f"error: argument {flag}: must be a finite number"), err
+
+
+def test_the_protocol_servers_bad_value_is_one_error_line(capsys):
+    """The protocol server ignores flags it does not know (Swift's), but a bad value of one of
+    its own is one ``error:`` line, exit 2, no usage block (its parser, envs.command_line's,
+    is the trainer's)."""
+    from envs.hackmatrix.swift_io.protocol import build_parser
+    code, err = exit_and_stderr(build_parser().parse_known_args, ["--seed", "x"], capsys)
+    assert code == 2 and err.startswith("error: ") and err.count("\n") == 1, err
+    assert "usage:" not in err

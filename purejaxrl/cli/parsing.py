@@ -7,16 +7,9 @@ import argparse
 import math
 
 from envs import registry
+from envs.command_line import ArgumentParser  # noqa: F401  (the command lines' parser)
 from envs.options import ROLES
 from envs.registry import OWN_ENVS
-
-
-class ArgumentParser(argparse.ArgumentParser):
-    """An unknown flag or a bad value is one line on stderr (``error: ...``, pointing at
-    ``--help``), exit 2, instead of the whole usage."""
-
-    def error(self, message: str):
-        self.exit(2, f"error: {message} (see {self.prog} --help)\n")
 
 
 def finite_float(text: str) -> float:

@@ -26,6 +26,7 @@ import sys
 import jax
 import jax.numpy as jnp
 
+from envs.command_line import ArgumentParser
 from envs.compile_cache import (DEFAULT_COMPILE_CACHE_DIR, INTERACTIVE_MIN_COMPILE_SECS,
                                 CompileCacheError, enable_compile_cache)
 from ..env import HackMatrix
@@ -247,7 +248,7 @@ def encode_reply(reply: dict) -> str:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = ArgumentParser(
         prog="headless_cli", description="HackMatrix headless JSON protocol (Swift-compatible) "
         "on stdin/stdout, backed by the JAX environment.")
     parser.add_argument("--seed", type=int, default=0, help="seed of the JAX key stream")
