@@ -429,13 +429,16 @@ def throughput_line(row: dict) -> str:
 
 
 def seed_groups(rows: list[dict]) -> dict:
-    """{label: its seed rows in seed order}, labels in the order they first appear."""
+    """{label: its seed rows in seed order, one per seed (the newest where a seed has two:
+    a ledger written before duplicates were refused)}, labels in the order they first
+    appear."""
     groups = {}
     for row in rows:
         if row.get("kind") == "seed":
-            groups.setdefault(row["label"], []).append(row)
-    return {label: sorted(seeds, key=lambda row: row["seed"] if row.get("seed") is not None
-                          else -1) for label, seeds in groups.items()}
+            groups.setdefault(row["label"], {})[row.get("seed")] = row
+    return {label: sorted(seeds.values(), key=lambda row: row["seed"]
+                          if row.get("seed") is not None else -1)
+            for label, seeds in groups.items()}
 
 
 def label_width(labels) -> int:
@@ -475,8 +478,19 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
             continue
         boards = sorted({row.get("eval_episodes") for row in in_tier} - {None})
         width = label_width(groups)
-        header = (f"{'label':<{width}}{'seeds':>6}{'backend':>8}{'greedy by seed':>24}"
-                  f"{'median':>8}{'sampled':>8}{'wins by seed':>14}{'>=6':>7}{'prog/ep':>8}"
+        # Every seed's score and wins whole, however many seeds: the columns widen to fit.
+        def score_text(row):
+            greedy = honest(row)["greedy"]
+            return f"{greedy[score_of(greedy)[0]]:.2f}"
+
+        by_seed_texts = {label: (" ".join(score_text(row) for row in seeds),
+                                 " ".join(wins(honest(row)["greedy"], row) for row in seeds))
+                         for label, seeds in groups.items()}
+        score_width = max([23] + [len(text) for text, _ in by_seed_texts.values()]) + 1
+        wins_width = max([13] + [len(text) for _, text in by_seed_texts.values()]) + 1
+        header = (f"{'label':<{width}}{'seeds':>6}{'backend':>8}"
+                  f"{'greedy by seed':>{score_width}}{'median':>8}{'sampled':>8}"
+                  f"{'wins by seed':>{wins_width}}{'>=6':>7}{'prog/ep':>8}"
                   f"{'steps/s':>9}{'h/seed':>7}{'judged':>7}")
         lines += [f"{name} tier: {', '.join(map(str, boards)) or '?'} held-out boards per "
                   "policy; wins, >=6 (games reaching stage 6) and prog/ep of greedy play; "
@@ -485,12 +499,12 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
             greedy = [honest(row)["greedy"] for row in seeds]
             sampled = [honest(row)["sampled"] for row in seeds]
             key, _ = score_of(greedy[0])
-            by_seed = " ".join(f"{summary[key]:.2f}" for summary in greedy)
+            by_seed, wins_by_seed = by_seed_texts[label]
             lines.append(
                 f"{label:<{width}}{len(seeds):>6}{seeds[0].get('backend', '-'):>8}"
-                f"{by_seed[:23]:>24}{median([s[key] for s in greedy]):>8.2f}"
+                f"{by_seed:>{score_width}}{median([s[key] for s in greedy]):>8.2f}"
                 f"{median([s[key] for s in sampled]):>8.2f}"
-                f"{' '.join(wins(s, row) for s, row in zip(greedy, seeds))[:13]:>14}"
+                f"{wins_by_seed:>{wins_width}}"
                 + cell(median([reached(s, 6) for s in greedy]), ".1%", 7)
                 + cell(median([s.get("programs_per_episode") for s in greedy]), ".2f", 8)
                 + cell(median([row.get("sps") for row in seeds]), ",.0f", 9)
@@ -506,8 +520,9 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
         for policy, row in sorted(newest.items()):
             summary = honest(row)
             key, _ = score_of(summary)
-            lines.append(f"{'(' + policy + ')':<{width}}{'':>38}{summary[key]:>8.2f}{'':>8}"
-                         f"{wins(summary, row):>14}" + cell(reached(summary, 6), ".1%", 7))
+            lines.append(f"{'(' + policy + ')':<{width}}{'':>{14 + score_width}}"
+                         f"{summary[key]:>8.2f}{'':>8}{wins(summary, row):>{wins_width}}"
+                         + cell(reached(summary, 6), ".1%", 7))
         lines.append("")
     if not lines:
         return "no seed rows" + (f" in the {tier} tier" if tier else "")
@@ -626,7 +641,10 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     with a checkpoint in its run directory continues from it (exactly: the trainer's resume),
     so a tier longer than one sitting finishes over several. Returns {"seeds": rows,
     "baselines": summaries, "table": text, "stop_signal": the signal that interrupted a
-    training run, else None}."""
+    training run, else None, "diverged": the message of a training run that stopped on a
+    non-finite update, else None} (such a run's seeds are not recorded: short of the budget).
+    A vmapped program resumed after some of its seeds' rows were written appends only the
+    others'."""
     if vmap_seeds:
         runs = [(config.replace(seed=seeds[0], num_seeds=len(seeds)), label)]
     else:
@@ -661,7 +679,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     # all of the label's, also those this call does not name (a tier finished one seed per
     # sitting, --seeds 1 --resume, must not redraw the curve without seed 0).
     rows_by_seed = {key: row for key, row in done.items() if isinstance(key, int)}
-    stop_signal = None
+    stop_signal = diverged = None
 
     def draw():
         if plot_path and rows_by_seed:
@@ -684,15 +702,24 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         start = time.perf_counter()
         result = train(run_config, dataclasses.replace(options, run_name=run_name), checkpoint)
         wall = time.perf_counter() - start
-        if result.interrupted:
-            # A run stopped short of the budget is not a result of this tier: keep its
-            # checkpoint, record nothing, run no further seed.
-            say(f"   stopped at {result.env_steps:,} env steps per seed; not recorded "
+        if result.interrupted or result.diverged:
+            # A run stopped short of the budget (a signal, or a non-finite update) is not a
+            # result of this tier: keep its checkpoint, record nothing, run no further seed.
+            why = f": {result.diverged}" if result.diverged else ""
+            say(f"   stopped at {result.env_steps:,} env steps per seed{why}; not recorded "
                 f"(checkpoint {result.last_checkpoint})")
             stop_signal = result.stop_signal
+            diverged = result.diverged
             break
         for seed_result in result.seeds:
+            if seed_result.seed in done:  # a vmapped program resumed after its first rows
+                continue
             row = seed_row(common, seed_result, run_config, result, wall, options, judge)
+            if checkpoint is not None and row["train_seconds"] is None:
+                # Resumed at its budget: no update this sitting, the checkpoint holds the time.
+                row["train_seconds"] = checkpoint.get("elapsed_seconds") or None
+                row["sps"] = (result.env_steps * run_config.num_seeds / row["train_seconds"]
+                              if row["train_seconds"] else None)
             if checkpoint is not None:
                 row["resumed_at_env_steps"] = checkpoint["env_steps"]
                 row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
@@ -707,7 +734,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     seed_rows = [rows_by_seed[s] for s in sorted(rows_by_seed)]
     table = summary_table(seed_rows, baselines)
     return {"seeds": seed_rows, "baselines": baselines, "table": table,
-            "stop_signal": stop_signal}
+            "stop_signal": stop_signal, "diverged": diverged}
 
 
 def seed_line(shown: dict, judged: str = "") -> str:

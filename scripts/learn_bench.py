@@ -206,6 +206,9 @@ def main(argv=None) -> int:
     print(outcome["table"])
     if ledger:
         print(f"rows appended to {ledger}; curve {plot}")
+    if outcome.get("diverged"):  # a seed whose training diverged is not recorded
+        print(f"error: {outcome.get('diverged')}", file=sys.stderr)
+        return 1
     if outcome["stop_signal"] is not None:
         return 128 + outcome["stop_signal"]
     return 0

@@ -122,3 +122,33 @@ def test_the_stage_overview_shows_each_stage_clear_rate_as_the_median_over_seeds
     assert "(1 label(s) of this tier have no per-stage report)" in lines
     assert ledger_stage_overview(rows, "long") == \
         "no seed rows with a per-stage report in the long tier"
+
+
+def test_the_overview_prints_every_seed_and_every_win_count_whole():
+    """Five seeds winning hundreds of games each: every seed's stage and win count is printed
+    whole (the columns widen, the header and the baselines with them), none cut mid-number."""
+    base = next(row for row in overview_rows() if row["kind"] == "seed")
+    wins = (190, 201, 215, 230, 236)
+    seeds = [{**base, "seed": s, "label": "many",
+              "eval_closed": {m: {"stage_mean": 6.0 + s / 100, "win_rate": w / 512}
+                              for m in ("greedy", "sampled")}}
+             for s, w in enumerate(wins)]
+    heuristic = next(row for row in overview_rows() if row.get("policy") == "heuristic")
+    lines = ledger_overview([heuristic, *seeds]).splitlines()
+    header = next(line for line in lines if line.startswith("label"))
+    line = next(line for line in lines if line.startswith("many "))
+    assert "6.00 6.01 6.02 6.03 6.04" in line and "190 201 215 230 236" in line
+    assert len(header) == len(line)
+    baseline = next(line for line in lines if line.startswith("(heuristic)"))
+    assert baseline.index("3.71") + len("3.71") == header.index("median") + len("median")
+
+
+def test_a_seed_with_two_rows_is_one_seed_of_the_overview():
+    """A seed written twice (a vmapped program resumed before duplicates were refused) counts
+    once, by its newest row: the seed count and the median are the label's."""
+    rows = overview_rows()
+    again = {**next(row for row in rows if row["kind"] == "seed" and row["label"] == "a"
+                    and row["seed"] == 0)}
+    lines = ledger_overview(rows + [again]).splitlines()
+    line_a = next(line for line in lines if line.startswith("a "))
+    assert line_a.split()[1] == "3" and "4.72 4.78 4.77" in line_a

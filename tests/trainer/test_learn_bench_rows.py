@@ -1,0 +1,97 @@
+"""Which seed rows ``learning_benchmark.run`` writes, with a stand-in trainer and judge (no JAX
+work): a seed whose training stopped on a non-finite update is short of the budget, so it is
+no result of the tier; a vmapped program resumed after some of its seeds' rows were written
+appends only the others'."""
+
+import types
+
+import pytest
+
+from purejaxrl import learning_benchmark
+from purejaxrl.config import RunOptions, TrainConfig
+
+
+class Killed(Exception):
+    pass
+
+
+def summary(stage):
+    return {"episodes": 8, "stage_mean": stage, "win_rate": 0.0, "return_mean": 1.0,
+            "length_mean": 10.0, "truncation_rate": 0.0, "unfinished": 0,
+            "masked_actions": 0, "stages": []}
+
+
+@pytest.fixture
+def bench(monkeypatch, tmp_path):
+    """``run`` on HackMatrix's judgements with the judge scoring a network by its stand-in
+    parameters (4 + seed), the baselines judged without play, and a ledger in ``tmp_path``."""
+    def make_judge(config, episodes):
+        def judge(params):
+            return {j: {"greedy": summary(float(params)), "sampled": summary(float(params))}
+                    for j in learning_benchmark.judgements_for(config)}
+        return judge
+    monkeypatch.setattr(learning_benchmark, "make_judge", make_judge)
+    monkeypatch.setattr(learning_benchmark, "judge_baselines", lambda config, episodes: {
+        "random": {j: summary(1.2) for j in learning_benchmark.judgements_for(config)}})
+    config = TrainConfig(total_timesteps=10 * 2048 * 128)
+    options = RunOptions(checkpoint_dir=str(tmp_path / "runs"), wandb=False)
+    ledger = str(tmp_path / "ledger.jsonl")
+
+    def run(seeds, label, trainer, **kwargs):
+        return learning_benchmark.run(config, seeds, label, "standard", "cmd", options, 8,
+                                      ledger, None, trainer, say=lambda *a: None, **kwargs)
+
+    def seed_rows(label):
+        return [row for row in learning_benchmark.read_jsonl(ledger)
+                if row["label"] == label and row["kind"] == "seed"]
+    return types.SimpleNamespace(run=run, seed_rows=seed_rows, config=config)
+
+
+def stand_in_trainer(updates, diverged=None):
+    def train(config, options, checkpoint):
+        seeds = [types.SimpleNamespace(seed=s, records=[], last_checkpoint=None,
+                                       runner_state=types.SimpleNamespace(params=4.0 + s))
+                 for s in config.seeds]
+        return types.SimpleNamespace(
+            interrupted=False, stop_signal=None, diverged=diverged, seeds=seeds,
+            env_steps=updates * config.batch_size, updates_done=updates, last_checkpoint=None,
+            chunk=types.SimpleNamespace(compile_seconds=1.0))
+    return train
+
+
+def test_a_seed_whose_training_diverged_is_not_recorded(bench):
+    """The trainer stops a run on a non-finite update (undone, checkpoint kept) before the
+    budget: its seed is not judged into the ledger, and the outcome carries the message."""
+    message = "training diverged: non-finite loss at update 4"
+    outcome = bench.run([0], "diverged", stand_in_trainer(3, diverged=message))
+    assert bench.seed_rows("diverged") == [] and outcome["diverged"] == message
+    outcome = bench.run([0], "finished", stand_in_trainer(10))
+    assert [row["seed"] for row in bench.seed_rows("finished")] == [0]
+    assert outcome["diverged"] is None
+
+
+def test_a_resumed_vmapped_program_appends_each_seed_once(bench, monkeypatch):
+    """Three vmapped seeds, the sitting killed while the second seed is judged (the first's row
+    written): the resumed sitting writes the second and third seeds' rows, not the first's
+    again."""
+    make_judge = learning_benchmark.make_judge
+    judged = []
+
+    def killed_on_the_second(config, episodes):
+        judge = make_judge(config, episodes)
+
+        def judge_or_die(params):
+            judged.append(params)
+            if len(judged) == 2:
+                raise Killed
+            return judge(params)
+        return judge_or_die
+    monkeypatch.setattr(learning_benchmark, "make_judge", killed_on_the_second)
+    with pytest.raises(Killed):
+        bench.run([0, 1, 2], "vmapped", stand_in_trainer(10), vmap_seeds=True)
+    assert [row["seed"] for row in bench.seed_rows("vmapped")] == [0]
+    monkeypatch.setattr(learning_benchmark, "make_judge", make_judge)
+    outcome = bench.run([0, 1, 2], "vmapped", stand_in_trainer(10), vmap_seeds=True,
+                        resume=True)
+    assert [row["seed"] for row in bench.seed_rows("vmapped")] == [0, 1, 2]
+    assert [row["seed"] for row in outcome["seeds"]] == [0, 1, 2]
