@@ -163,7 +163,8 @@ def kept_baselines(done: dict, config: TrainConfig) -> Optional[dict]:
     rules are those of the label's seeds, so a table of kept seeds keeps their baselines too,
     and a sitting of a long tier does not evaluate them again."""
     rows = {key.split(":", 1)[1]: row for key, row in done.items()
-            if isinstance(key, str) and key.startswith("baseline:")}
+            if isinstance(key, str) and key.startswith("baseline:")
+            and row_env(row) == config.env}  # another env's boards are not this run's
     judgements = judgements_for(config)
     if not rows or not all(name in row for row in rows.values() for name in judgements):
         return None
@@ -511,16 +512,20 @@ def ledger_overview(rows: list[dict], tier: Optional[str] = None) -> str:
                 + cell(median([row["train_seconds"] / 3600 for row in seeds
                                if row.get("train_seconds")]), ".2f", 7)
                 + f"{judged_by(seeds):>7}")
-        newest = {}  # the shown judgement where a baseline row has it
+        # Per env and policy, the newest row (the shown judgement where a row has it): a tier
+        # may hold labels of several envs (`-- --env CartPole-v1`), whose baselines are named.
+        newest = {}
         for row in in_tier:
             shown_key = shown_judgement(registry.judgements(row_env(row))).key
+            which = (row_env(row), row.get("policy"))
             if row.get("kind") == "baseline" and (row.get(shown_key) is not None
-                                                  or row.get("policy") not in newest):
-                newest[row["policy"]] = row
-        for policy, row in sorted(newest.items()):
+                                                  or which not in newest):
+                newest[which] = row
+        for (env_id, policy), row in sorted(newest.items()):
             summary = honest(row)
             key, _ = score_of(summary)
-            lines.append(f"{'(' + policy + ')':<{width}}{'':>{14 + score_width}}"
+            name = policy if env_id == registry.DEFAULT_ENV else f"{policy}, {env_id}"
+            lines.append(f"{'(' + name + ')':<{width}}{'':>{14 + score_width}}"
                          f"{summary[key]:>8.2f}{'':>8}{wins(summary, row):>{wins_width}}"
                          + cell(reached(summary, 6), ".1%", 7))
         lines.append("")

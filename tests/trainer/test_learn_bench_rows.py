@@ -95,3 +95,17 @@ def test_a_resumed_vmapped_program_appends_each_seed_once(bench, monkeypatch):
                         resume=True)
     assert [row["seed"] for row in bench.seed_rows("vmapped")] == [0, 1, 2]
     assert [row["seed"] for row in outcome["seeds"]] == [0, 1, 2]
+
+
+def test_a_resume_keeps_only_baselines_judged_on_its_own_env():
+    """A label's baseline rows judged on another env (a first sitting with other flags) are
+    not this run's boards: ``kept_baselines`` gives them up, so the baselines are judged anew;
+    the run's own env's are kept."""
+    config = TrainConfig()
+    judgements = learning_benchmark.judgements_for(config)
+    row = {"kind": "baseline", "policy": "random", **{j: summary(1.2) for j in judgements}}
+    assert learning_benchmark.kept_baselines({"baseline:random": {**row, "env": "toy"}},
+                                             config) is None
+    kept = learning_benchmark.kept_baselines({"baseline:random": {**row, "env": "hackmatrix"}},
+                                             config)
+    assert set(kept) == {"random"} and set(kept["random"]) == set(judgements)

@@ -152,3 +152,16 @@ def test_a_seed_with_two_rows_is_one_seed_of_the_overview():
     lines = ledger_overview(rows + [again]).splitlines()
     line_a = next(line for line in lines if line.startswith("a "))
     assert line_a.split()[1] == "3" and "4.72 4.78 4.77" in line_a
+
+
+def test_the_overview_names_another_envs_baselines():
+    """A tier holding a CartPole label too (``-- --env CartPole-v1``): each env's baselines are
+    its own lines, the other env's named, so CartPole's random return never stands as
+    HackMatrix's random stage."""
+    rows = overview_rows()
+    cartpole = {"label": "cartpole", "tier": "standard", "kind": "baseline", "policy": "random",
+                "env": "CartPole-v1", "eval_episodes": 512, "eval": {"return_mean": 22.3}}
+    lines = ledger_overview(rows + [cartpole]).splitlines()
+    assert any(line.startswith("(heuristic) ") and "3.71" in line for line in lines)
+    assert any(line.startswith("(random, CartPole-v1) ") and "22.30" in line for line in lines)
+    assert not any(line.startswith("(random) ") for line in lines)
