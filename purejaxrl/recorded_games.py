@@ -111,3 +111,16 @@ def check_ends(games: list, won, died) -> None:
         if end != (said if said in ("won", "died") else None):
             raise RecordedGamesError(f"board {game['board']} re-simulated ended "
                                      f"{end or 'alive'}; the evaluation says {said!r}", 1)
+
+
+def load_row_env(path: str, row: str, env_id: str, why: str):
+    """Row ``row`` of the evaluation file ``path`` (``load_row_games``) with the env its games
+    were played in: (recorded, trainer env, env params). A row of an env other than
+    ``env_id`` is refused (``why``: what only that env has)."""
+    from purejaxrl import ppo
+    from purejaxrl.policy import config_for_options
+    recorded = load_row_games(path, row)
+    if recorded["env"] != env_id:
+        raise RecordedGamesError(f"row {row!r} is of env {recorded['env']!r}: {why}")
+    env, env_params = ppo.make_env(config_for_options(recorded["env_options"], env_id))
+    return recorded, env, env_params

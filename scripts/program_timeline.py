@@ -30,13 +30,11 @@ import jax.numpy as jnp  # noqa: E402
 
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
-from purejaxrl import ppo  # noqa: E402
 from purejaxrl.evaluation import END_CAUSES  # noqa: E402
 from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
-from purejaxrl.policy import config_for_options  # noqa: E402
 from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
-                                      load_row_games, replay_inputs)
+                                      load_row_env, replay_inputs)
 
 NEVER = "never"
 
@@ -126,11 +124,8 @@ def main(argv=None) -> int:
     if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     try:
-        recorded = load_row_games(args.evaluation, args.row)
-        if recorded["env"] != "hackmatrix":
-            raise RecordedGamesError(f"row {args.row!r} is of env {recorded['env']!r}: only "
-                                     "HackMatrix games have programs")
-        env, env_params = ppo.make_env(config_for_options(recorded["env_options"]))
+        recorded, env, env_params = load_row_env(args.evaluation, args.row, "hackmatrix",
+                                                 "only HackMatrix games have programs")
         found = timelines(env.env, env_params, recorded, PROGRAM_NAMES.index(args.program),
                           env.search_hooks.plan_actions(env.env))
         check_ends(recorded["games"], found["won"], found["died"])

@@ -30,12 +30,10 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from envs.hackmatrix import determinize  # noqa: E402
-from purejaxrl import ppo  # noqa: E402
 from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
-from purejaxrl.policy import config_for_options  # noqa: E402
 from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
-                                      load_row_games, replay_inputs)
+                                      load_row_env, replay_inputs)
 
 
 def positive(text: str) -> int:
@@ -99,11 +97,8 @@ def main(argv=None) -> int:
     if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
     try:
-        recorded = load_row_games(args.evaluation, args.row)
-        if recorded["env"] != "hackmatrix":
-            raise RecordedGamesError(f"row {args.row!r} is of env {recorded['env']!r}: only "
-                                     "HackMatrix has fair worlds")
-        env, env_params = ppo.make_env(config_for_options(recorded["env_options"]))
+        recorded, env, env_params = load_row_env(args.evaluation, args.row, "hackmatrix",
+                                                 "only HackMatrix has fair worlds")
         found = world_levels(env.env, env_params, recorded, args.worlds, args.attempts,
                              args.seed)
         check_ends(recorded["games"], found["won"], found["died"])

@@ -997,17 +997,12 @@ def test_a_critic_trained_with_the_program_potential_is_no_leaf_value(tmp_path, 
     ``--distill-leaf value`` in a run with the potential (a ConfigError from ``ppo.build``);
     without the potential both are accepted."""
     from purejaxrl import ppo
-    from purejaxrl.checkpoint import save_checkpoint
     from purejaxrl.config import ConfigError, TrainConfig
+    from tests.initial_checkpoint import save_initial_checkpoint
     config = TrainConfig(num_envs=2, num_steps=8, total_timesteps=16, num_minibatches=1,
                          update_epochs=1, hidden_width=8, hidden_depth=1, core_width=8,
                          max_episode_steps=20).with_env_options(program_potential=0.5)
-    env, env_params, network, optimizer, components = ppo.build(config)
-    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
-    run_dir = str(tmp_path / "potential")
-    save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
-                    env_steps=0, run_name="potential", wandb_run_id=None, elapsed_seconds=0.0,
-                    keep=1)
+    run_dir = save_initial_checkpoint(config, str(tmp_path / "potential"), "potential")
     assert evaluate_main(["--checkpoint", run_dir, "--policies", "none",
                           "--search-simulations", "2", "--search-leaf", "value"]) == 2
     err = capsys.readouterr().err.strip().splitlines()[-1]

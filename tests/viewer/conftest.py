@@ -19,21 +19,14 @@ def save_tiny_checkpoint(tmp_path_factory, name, **fields):
     as a checkpoint of update 0 by the trainer's own writer; its run directory. The viewers
     read any checkpoint alike; skipping the PPO update keeps its compile (the largest cost of
     such a fixture) out of the default suite."""
-    from purejaxrl import ppo
-    from purejaxrl.checkpoint import save_checkpoint
     from purejaxrl.config import TrainConfig
+    from tests.initial_checkpoint import save_initial_checkpoint
 
     config = TrainConfig(**{**dict(env="hackmatrix", num_envs=2, num_steps=8,
                                    total_timesteps=16, num_minibatches=1, update_epochs=1,
                                    hidden_width=8, hidden_depth=1, core_width=8,
                                    max_episode_steps=20, seed=1), **fields})
-    env, env_params, network, optimizer, components = ppo.build(config)
-    runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
-    run_dir = str(tmp_path_factory.mktemp("ckpt") / name)
-    save_checkpoint(run_dir, runner_state=runner, config=config.to_dict(), update=0,
-                    env_steps=0, run_name=name, wandb_run_id=None, elapsed_seconds=0.0,
-                    keep=1)
-    return run_dir
+    return save_initial_checkpoint(config, str(tmp_path_factory.mktemp("ckpt") / name), name)
 
 
 @pytest.fixture(scope="session")
