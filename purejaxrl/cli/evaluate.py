@@ -197,10 +197,9 @@ def main(argv=None) -> int:
         print(f"error: search rows need an env with search hooks (hackmatrix); {config.env} "
               "has none", file=sys.stderr)
         return 2
-    trained_options = (TrainConfig.from_dict(checkpoint["config"]).env_option_values()
-                       if params is not None else {})
     search_error = evaluate_search.wants_search(args) and evaluate_search.env_error(
-        args, env, trained_options)
+        args, env, (TrainConfig.from_dict(checkpoint["config"]).env_option_values()
+                    if params is not None else {}))
     if search_error:
         print(f"error: {search_error}", file=sys.stderr)
         return 2

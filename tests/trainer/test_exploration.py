@@ -228,7 +228,7 @@ def test_evaluate_plays_its_baselines_without_the_checkpoints_macro(monkeypatch,
 
     def loaded(path):
         return types.SimpleNamespace(config=macro, params={}, checkpoint={
-            "path": path, "update": 0, "env_steps": 0})
+            "path": path, "update": 0, "env_steps": 0, "config": macro.to_dict()})
     monkeypatch.setattr(purejaxrl.policy, "load_policy", loaded)
     monkeypatch.setattr(purejaxrl.evaluation, "make_policy_comparison", comparison)
     for policies, envs in (("random,heuristic", [(28, 2)]),
