@@ -719,12 +719,8 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         for seed_result in result.seeds:
             if seed_result.seed in done:  # a vmapped program resumed after its first rows
                 continue
-            row = seed_row(common, seed_result, run_config, result, wall, options, judge)
-            if checkpoint is not None and row["train_seconds"] is None:
-                # Resumed at its budget: no update this sitting, the checkpoint holds the time.
-                row["train_seconds"] = checkpoint.get("elapsed_seconds") or None
-                row["sps"] = (result.env_steps * run_config.num_seeds / row["train_seconds"]
-                              if row["train_seconds"] else None)
+            row = seed_row(common, seed_result, run_config, result, wall, options, judge,
+                           (checkpoint or {}).get("elapsed_seconds"))
             if checkpoint is not None:
                 row["resumed_at_env_steps"] = checkpoint["env_steps"]
                 row["curve"] = logged_curve(run_dir, seed_result.seed, run_config.num_seeds,
@@ -754,11 +750,14 @@ def seed_line(shown: dict, judged: str = "") -> str:
 
 
 def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: float,
-             options: RunOptions, judge: Callable) -> dict:
+             options: RunOptions, judge: Callable,
+             resumed_seconds: Optional[float] = None) -> dict:
     """The ledger row of one trained seed: its held-out evaluation, curve and budget. ``sps``
-    and the times are those of the training program (all its seeds together when vmapped)."""
+    and the times are those of the training program (all its seeds together when vmapped);
+    a sitting that logged no update (resumed at its budget) takes the training time its
+    checkpoint holds (``resumed_seconds``)."""
     records = seed_result.records
-    train_seconds = records[-1]["elapsed_s"] if records else None
+    train_seconds = records[-1]["elapsed_s"] if records else (resumed_seconds or None)
     program_steps = result.env_steps * run_config.num_seeds
     return {**common, "kind": "seed", "seed": seed_result.seed, "env_steps": result.env_steps,
             "updates": result.updates_done, "wall_seconds": wall,
