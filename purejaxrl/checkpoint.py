@@ -74,6 +74,10 @@ _METADATA_TYPES = {"config": (dict,), "update": (int,), "env_steps": (int,),
                    "run_name": (str,), "wandb_run_id": (str, type(None)),
                    "elapsed_seconds": (int, float), "num_processes": (int,),
                    "versions": (dict,), "env_version": (str, type(None))}
+# Which code trained the run, one entry per sitting: [{"from_update": u, "commit": c}], the
+# first update it trained and its commit (``provenance.git_commit``). Checkpoints written
+# before it existed have none.
+SITTINGS_KEY = "sittings"
 
 
 class CheckpointError(RuntimeError):
@@ -192,20 +196,22 @@ def write_checkpoint_file(path: str, data: bytes) -> None:
 
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
                     run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
-                    keep: int | None, num_processes: int = 1) -> str:
+                    keep: int | None, num_processes: int = 1,
+                    sittings: list | None = None) -> str:
     """Write atomically, then ``prune_checkpoints(run_dir, update, keep)`` unless ``keep`` is
     None (a caller writing several files of one save prunes after the last). An OSError (disk
     full, no permission) is a CheckpointError naming the file; the previous checkpoints stay as
     they were. ``runner_state`` holds global values (a multi-process run gathers them first:
     ``distributed.runner_to_host``); ``num_processes`` is recorded because a resume needs the
-    same process count."""
+    same process count; ``sittings`` (``sittings_with``) names the code that trained it."""
     try:
         os.makedirs(run_dir, exist_ok=True)
     except OSError as error:
         raise CheckpointError(f"cannot create run directory {run_dir}: {error}") from error
     record = checkpoint_record(config=config, update=update, env_steps=env_steps,
                                run_name=run_name, wandb_run_id=wandb_run_id,
-                               elapsed_seconds=elapsed_seconds, num_processes=num_processes)
+                               elapsed_seconds=elapsed_seconds, num_processes=num_processes,
+                               **({SITTINGS_KEY: sittings} if sittings is not None else {}))
     path = checkpoint_path(run_dir, update)
     write_checkpoint_file(path, encode_checkpoint(runner_state, record))
     if keep is not None:
@@ -294,9 +300,30 @@ def _decode(data: bytes, file_path: str) -> tuple[dict, dict]:
         if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
             raise CheckpointError(f"cannot read checkpoint {file_path}: metadata {key!r} is "
                                   f"{value!r}")
+    if not _valid_sittings(record.get(SITTINGS_KEY, [])):
+        raise CheckpointError(f"cannot read checkpoint {file_path}: metadata {SITTINGS_KEY!r} "
+                              f"is {record[SITTINGS_KEY]!r}")
     if not isinstance(top["arrays"], dict):
         raise CheckpointError(f"cannot read checkpoint {file_path}: no arrays")
     return record, top["arrays"]
+
+
+def _valid_sittings(sittings) -> bool:
+    return isinstance(sittings, list) and all(
+        isinstance(sitting, dict) and set(sitting) == {"from_update", "commit"}
+        and isinstance(sitting["from_update"], int) and not isinstance(sitting["from_update"],
+                                                                        bool)
+        and isinstance(sitting["commit"], (str, type(None))) for sitting in sittings)
+
+
+def sittings_with(checkpoint: dict | None, from_update: int, commit: str | None) -> list:
+    """The sittings of a run that starts (``checkpoint`` None) or resumes (``checkpoint``, the
+    one it resumes) at ``from_update`` with the code of ``commit``: the checkpoint's sittings
+    before that update, then this one (a resume of an older checkpoint replaces the sittings
+    whose updates it discards)."""
+    earlier = [sitting for sitting in (checkpoint or {}).get(SITTINGS_KEY, [])
+               if sitting["from_update"] < from_update]
+    return earlier + [{"from_update": int(from_update), "commit": commit}]
 
 
 def _config_of(values: dict, file_path: str) -> TrainConfig:

@@ -280,6 +280,29 @@ def check_kept_seeds(done: dict, config: TrainConfig, label: str) -> None:
                               "give its flags, or choose another --label")
 
 
+def check_kept_env_version(done: dict, config: TrainConfig, label: str) -> None:
+    """A resumed benchmark keeps the label's seeds and baselines from the ledger: refuse
+    (ConfigError, before any work) where one of them was played under another version of the
+    env's rules than this code's (``registry.env_version``), so that a table never mixes two
+    games under one label. Rows written before rows recorded it are not compared."""
+    current = registry.env_version(config.env)
+    for key, row in sorted(done.items(), key=lambda item: str(item[0])):
+        if "env_version" in row and row["env_version"] != current:
+            named = f"seed {key}" if isinstance(key, int) else \
+                f"the {key.split(':', 1)[1]} baseline"
+            raise ConfigError(f"--resume: {named} of {label} in the ledger was played under "
+                              f"env version {row['env_version']!r}, this code's is "
+                              f"{current!r}: choose another --label")
+
+
+def check_training_seeds(seeds: list[int]) -> None:
+    """Refuse (ConfigError) a training seed equal to ``EVALUATION_KEY``: its resets would come
+    from the key stream the held-out boards are drawn from."""
+    if EVALUATION_KEY in seeds:
+        raise ConfigError(f"seed {EVALUATION_KEY} is the held-out boards' key: train on "
+                          "another seed")
+
+
 def check_kept_boards(done: dict, eval_episodes: int, label: str) -> None:
     """A resumed benchmark keeps the label's seeds and baselines from the ledger: refuse
     (ConfigError, before any work) where one of them was judged on other held-out boards than
@@ -661,12 +684,14 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         kept = finished_rows(ledger, label, tier)
         check_kept_seeds(kept, config, label)
         check_kept_boards(kept, eval_episodes, label)
+        check_kept_env_version(kept, config, label)
     judge = make_judge(config, eval_episodes)
     judged_in = shown_judgement(registry.judgements(config.env)).words
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "backend": jax.default_backend(), "eval_episodes": eval_episodes,
-              "eval_key": EVALUATION_KEY, "env": config.env}
+              "eval_key": EVALUATION_KEY, "env": config.env,
+              "env_version": registry.env_version(config.env)}
     # Baselines first and every seed's row as soon as it is evaluated: an interrupted
     # benchmark keeps the seeds it finished.
     done = finished_rows(ledger, label, tier) if resume else {}
@@ -765,6 +790,8 @@ def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: f
             "sps": program_steps / train_seconds if train_seconds else None,
             "seeds_in_program": run_config.num_seeds,
             "compile_seconds": result.chunk.compile_seconds,
+            # the commit of every sitting that trained it ("commit" is the judging sitting's)
+            "sittings": result.sittings,
             "config": run_config.replace(seed=seed_result.seed, num_seeds=1).to_dict(),
             **judge(jax.device_get(seed_result.runner_state.params)),
             "curve": learning_curve(records),

@@ -20,7 +20,7 @@ from purejaxrl.checkpoint import (CheckpointError, RunDirectoryInUse,
                                   intact_checkpoints_after, list_checkpoints,
                                   lock_run_directory, prune_checkpoints, run_contents,
                                   runner_state_template, save_checkpoint, seed_directories,
-                                  seed_directory_name, stack_seeds)
+                                  seed_directory_name, sittings_with, stack_seeds)
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
 from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
@@ -29,6 +29,7 @@ from purejaxrl.logger import (Console, Progress, RunLogger, SilentLogger, progre
                               summarize_chunk)
 from purejaxrl.networks import parameter_count
 from purejaxrl.output_paths import prepare_directory
+from purejaxrl.provenance import git_commit
 
 
 @dataclasses.dataclass
@@ -61,6 +62,8 @@ class TrainResult:
     # Why the run stopped early on a non-finite loss, gradient or parameter (and which
     # checkpoint holds the last finite state), else None.
     diverged: Optional[str] = None
+    # The code that trained it: [{"from_update", "commit"}] per sitting (checkpoint.sittings_with).
+    sittings: list = dataclasses.field(default_factory=list)
 
 
 def default_run_name(config: TrainConfig) -> str:
@@ -376,6 +379,10 @@ class _Run:
             config, checkpoint, resuming, weights_only, built, mesh)
         # Every seed is at the same update.
         self.update = int(np.ravel(jax.device_get(self.runner.update_step))[0])
+        # Taken now, before any save: the code this process loaded, not what the tree holds
+        # when a later save happens.
+        self.sittings = sittings_with(checkpoint if resuming else None, self.update,
+                                      git_commit())
         self.own_logger = logger is None
         self.logger = self._open_logger(wandb_run_id) if self.own_logger else logger
         self.wandb_run_id = self.logger.wandb_run_id or wandb_run_id
@@ -463,7 +470,7 @@ class _Run:
                 update=self.update, env_steps=self.update * self.config.batch_size,
                 run_name=track.run_name, wandb_run_id=self.wandb_run_id,
                 elapsed_seconds=self.elapsed_before + self.train_seconds,
-                keep=None, num_processes=self.num_processes))
+                keep=None, num_processes=self.num_processes, sittings=self.sittings))
             track.last_checkpoint = paths[-1]
         # Pruned only once every seed holds this update: a write that fails (or a kill) between
         # two seeds leaves an update that all seeds still have, which a resume needs.
@@ -751,4 +758,5 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                        last_checkpoint=run.last_checkpoint or (checkpoint["path"] if resuming
                                                                else None),
                        records=run.records, interrupted=interrupted, stop_signal=stop_signal,
-                       chunk=run.chunk, seeds=seeds, diverged=run.diverged)
+                       chunk=run.chunk, seeds=seeds, diverged=run.diverged,
+                       sittings=run.sittings)

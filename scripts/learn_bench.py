@@ -45,7 +45,7 @@ from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config, validate_run_options
 from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENVS, LEDGER,
                                           REFERENCE_LEDGER, TIERS, check_ledger, check_plot,
-                                          finished_rows, ledger_overview,
+                                          check_training_seeds, finished_rows, ledger_overview,
                                           ledger_stage_overview,
                                           read_jsonl, run)
 from purejaxrl.output_paths import add_overwrite_argument
@@ -140,6 +140,7 @@ def main(argv=None) -> int:
             # hours of work.
             raise ConfigError(f"--seeds names seed(s) {', '.join(map(str, repeated))} more "
                               f"than once, got {seeds}")
+        check_training_seeds(seeds)
         if args.vmap_seeds and seeds != list(range(seeds[0], seeds[0] + len(seeds))):
             raise ConfigError(f"--vmap-seeds trains consecutive seeds, got {seeds}")
         if not label or "/" in label:

@@ -1,8 +1,9 @@
 """learn_bench refuses bad input with one line and exit 2 before any work (before the
 baselines are judged or a seed trains), never a traceback after hours of training, and loses
 nothing: repeated seeds, a curve path matplotlib cannot save to or that holds a file this
-benchmark does not own, a ledger it cannot read or append to, and a resume that would judge
-new seeds on other held-out boards than the label's kept rows."""
+benchmark does not own, a ledger it cannot read or append to, a training seed equal to the
+held-out boards' key, and a resume that would judge new seeds on other held-out boards than
+the label's kept rows."""
 
 import json
 
@@ -46,6 +47,16 @@ def test_repeated_seeds_are_refused(bench, tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     for seeds in (["0", "0"], ["1", "0", "1"]):
         refused(bench(["--seeds", *seeds, "--ledger", str(ledger)]), "more than once")
+    assert not ledger.exists()
+
+
+def test_the_held_out_key_is_refused_as_a_training_seed(bench, tmp_path):
+    """A seed equal to the evaluation key would train on the key stream the held-out boards are
+    drawn from: refused, alone or inside a --vmap-seeds range."""
+    ledger = tmp_path / "ledger.jsonl"
+    for seeds in ([str(EVALUATION_KEY)], [str(EVALUATION_KEY - 1), str(EVALUATION_KEY)]):
+        refused(bench(["--seeds", *seeds, "--vmap-seeds", "--ledger", str(ledger)]),
+                "held-out boards' key")
     assert not ledger.exists()
 
 

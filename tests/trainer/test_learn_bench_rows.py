@@ -3,12 +3,14 @@ work): a seed whose training stopped on a non-finite update is short of the budg
 no result of the tier; a vmapped program resumed after some of its seeds' rows were written
 appends only the others'."""
 
+import json
 import types
 
 import pytest
 
+from envs import registry
 from purejaxrl import learning_benchmark
-from purejaxrl.config import RunOptions, TrainConfig
+from purejaxrl.config import ConfigError, RunOptions, TrainConfig
 
 
 class Killed(Exception):
@@ -44,7 +46,7 @@ def bench(monkeypatch, tmp_path):
     def seed_rows(label):
         return [row for row in learning_benchmark.read_jsonl(ledger)
                 if row["label"] == label and row["kind"] == "seed"]
-    return types.SimpleNamespace(run=run, seed_rows=seed_rows, config=config)
+    return types.SimpleNamespace(run=run, seed_rows=seed_rows, config=config, ledger=ledger)
 
 
 def stand_in_trainer(updates, diverged=None):
@@ -55,7 +57,8 @@ def stand_in_trainer(updates, diverged=None):
         return types.SimpleNamespace(
             interrupted=False, stop_signal=None, diverged=diverged, seeds=seeds,
             env_steps=updates * config.batch_size, updates_done=updates, last_checkpoint=None,
-            chunk=types.SimpleNamespace(compile_seconds=1.0))
+            chunk=types.SimpleNamespace(compile_seconds=1.0),
+            sittings=[{"from_update": 0, "commit": "abc1234"}])
     return train
 
 
@@ -95,6 +98,42 @@ def test_a_resumed_vmapped_program_appends_each_seed_once(bench, monkeypatch):
                         resume=True)
     assert [row["seed"] for row in bench.seed_rows("vmapped")] == [0, 1, 2]
     assert [row["seed"] for row in outcome["seeds"]] == [0, 1, 2]
+
+
+def test_rows_name_the_env_version_and_the_code_of_every_sitting(bench):
+    """Every row records the env's rules version it was played under; a seed's row records the
+    commit of each sitting that trained it (the trainer's ``sittings``)."""
+    bench.run([0], "provenance", stand_in_trainer(10))
+    rows = learning_benchmark.read_jsonl(bench.ledger)
+    assert {row["env_version"] for row in rows} == {registry.env_version("hackmatrix")}
+    assert registry.env_version("hackmatrix") is not None
+    assert bench.seed_rows("provenance")[0]["sittings"] == [{"from_update": 0,
+                                                             "commit": "abc1234"}]
+
+
+def test_a_resume_over_rows_of_other_rules_is_refused(bench):
+    """A label whose kept seed (or baseline) was played under another env version than this
+    code's would mix two games in one table: ``--resume`` refuses it before any training and
+    writes nothing; rows that predate the field are kept."""
+    bench.run([0], "old-rules", stand_in_trainer(10))
+    rows = learning_benchmark.read_jsonl(bench.ledger)
+    for row in rows:
+        if row["kind"] == "seed":
+            row["env_version"] = "0.0-older"
+    with open(bench.ledger, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+
+    def must_not_train(config, options, checkpoint):
+        raise AssertionError("trained before refusing")
+    with pytest.raises(ConfigError, match=r"seed 0 of old-rules.*env version '0\.0-older'"):
+        bench.run([1], "old-rules", must_not_train, resume=True)
+    assert learning_benchmark.read_jsonl(bench.ledger) == rows
+    for row in rows:
+        row.pop("env_version")
+    with open(bench.ledger, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    bench.run([1], "old-rules", stand_in_trainer(10), resume=True)
+    assert [row["seed"] for row in bench.seed_rows("old-rules")] == [0, 1]
 
 
 def test_a_resume_keeps_only_baselines_judged_on_its_own_env():

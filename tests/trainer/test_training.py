@@ -107,21 +107,27 @@ def test_keep_last_n_checkpoints_with_complete_contents(full_run):
     assert_trees_equal(payload["runner_state"], full_run.runner_state)
 
 
-def test_resume_is_bit_for_bit(full_run, tmp_path, compile_cache_dir):
+def test_resume_is_bit_for_bit(full_run, tmp_path, compile_cache_dir, monkeypatch):
     """3 updates, save, resume from the run directory, 2 more == 5 updates in one run: every
     array of the runner state (params, optimizer, env states, observations, keys, episode
     accumulators, counters) is identical. The metrics file is the uninterrupted run's too:
     what a session logged after its last checkpoint before it died (here update 4, and a
-    last line cut short) is trained again, so it is dropped, not kept twice."""
+    last line cut short) is trained again, so it is dropped, not kept twice. The checkpoint
+    names the code of each sitting: the commit of the first from update 0, the second's from
+    update 3."""
+    monkeypatch.setattr(train_module, "git_commit", lambda: "first0")
     first = train(CONFIG, options(tmp_path, compile_cache_dir), stop_after_updates=3)
     assert first.updates_done == 3 and first.last_checkpoint.endswith("checkpoint_3.msgpack")
     metrics = os.path.join(first.run_dir, "metrics.jsonl")
     with open(metrics, "a") as handle:
         handle.write(json.dumps({"update": 4, "env_steps": 128}) + '\n{"update": 5, "env_st')
+    monkeypatch.setattr(train_module, "git_commit", lambda: "second")
     second = train(CONFIG, options(tmp_path, compile_cache_dir),
                    checkpoint=load_checkpoint(first.run_dir))
     assert second.updates_done == 5
     assert_trees_equal(second.runner_state, full_run.runner_state)
+    sittings = [{"from_update": 0, "commit": "first0"}, {"from_update": 3, "commit": "second"}]
+    assert load_checkpoint(second.run_dir)["sittings"] == second.sittings == sittings
     # The resumed run appends to the same metrics file.
     updates = [json.loads(line)["update"] for line in open(metrics).read().splitlines()]
     assert updates == [2, 3, 5]
@@ -310,6 +316,39 @@ def test_checkpoint_holds_plain_data_and_json_metadata(full_run):
     assert ".params['params']" in "".join(top["arrays"])  # keys are readable paths
     assert {entry[0] for entry in top["arrays"].values()} <= {"float32", "int32", "uint32",
                                                               "bool"}
+
+
+def test_a_resume_of_an_older_checkpoint_forgets_the_sittings_it_discards():
+    """Resumed at update 3, a run whose checkpoints' sittings began at 0 and 4 (a later sitting
+    whose updates the resume trains again) keeps the first and adds its own at 3; a fresh run
+    has one sitting from its own first update."""
+    old = {"sittings": [{"from_update": 0, "commit": "a"}, {"from_update": 4, "commit": "b"}]}
+    assert checkpoint_module.sittings_with(old, 3, "c") == [{"from_update": 0, "commit": "a"},
+                                                            {"from_update": 3, "commit": "c"}]
+    assert checkpoint_module.sittings_with(None, 0, None) == [{"from_update": 0,
+                                                               "commit": None}]
+
+
+def test_a_checkpoint_with_malformed_sittings_is_refused(full_run, tmp_path):
+    """The sittings are a list of {from_update: int, commit: str or null}; anything else is one
+    error naming the field (a file without them, written before they existed, loads)."""
+    with open(full_run.last_checkpoint, "rb") as handle:
+        top = msgpack.unpackb(handle.read(), raw=False)
+    metadata = json.loads(top["metadata"])
+    path = tmp_path / "checkpoint_5.msgpack"
+    for sittings in ([{"from_update": "0", "commit": "a"}], {"0": "a"},
+                     [{"from_update": 0}], None):
+        if sittings is None:
+            metadata.pop("sittings")
+        else:
+            metadata["sittings"] = sittings
+        path.write_bytes(msgpack.packb({**top, "metadata": json.dumps(metadata)},
+                                       use_bin_type=True))
+        if sittings is None:
+            assert "sittings" not in load_checkpoint(str(path))
+            continue
+        with pytest.raises(CheckpointError, match="metadata 'sittings'"):
+            load_checkpoint(str(path))
 
 
 def test_a_checkpoint_of_another_code_version_is_refused_by_name(full_run, tmp_path):
