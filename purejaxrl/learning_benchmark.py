@@ -295,6 +295,20 @@ def check_kept_env_version(done: dict, config: TrainConfig, label: str) -> None:
                               f"{current!r}: choose another --label")
 
 
+def check_kept_judgements(done: dict, config: TrainConfig, label: str) -> None:
+    """A resumed benchmark keeps the label's seeds from the ledger: refuse (ConfigError, before
+    any work) where a kept seed lacks a judgement this code records (HackMatrix's closed R9
+    loop, for rows written before it existed), so that one table never shows some seeds under
+    one judgement and some under another. Kept baselines without one are judged anew
+    (``kept_baselines``)."""
+    for seed, row in sorted((key, row) for key, row in done.items() if isinstance(key, int)):
+        missing = [name for name in judgements_for(config) if name not in row]
+        if missing:
+            raise ConfigError(f"--resume: seed {seed} of {label} in the ledger was not judged "
+                              f"under {', '.join(missing)} (written before this code judged "
+                              "so): choose another --label")
+
+
 def check_training_seeds(seeds: list[int]) -> None:
     """Refuse (ConfigError) a training seed equal to ``EVALUATION_KEY``: its resets would come
     from the key stream the held-out boards are drawn from."""
@@ -685,6 +699,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         check_kept_seeds(kept, config, label)
         check_kept_boards(kept, eval_episodes, label)
         check_kept_env_version(kept, config, label)
+        check_kept_judgements(kept, config, label)
     judge = make_judge(config, eval_episodes)
     judged_in = shown_judgement(registry.judgements(config.env)).words
     common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,

@@ -136,6 +136,23 @@ def test_a_resume_over_rows_of_other_rules_is_refused(bench):
     assert [row["seed"] for row in bench.seed_rows("old-rules")] == [0, 1]
 
 
+def test_a_resume_over_seeds_judged_without_a_judgement_of_this_code_is_refused(bench):
+    """A kept seed written before the closed R9 judgement existed (its row has only the parity
+    env's ``eval``) would be shown open beside new seeds shown closed: ``--resume`` refuses
+    it before any training, naming the judgement."""
+    bench.run([0], "open-only", stand_in_trainer(10))
+    rows = learning_benchmark.read_jsonl(bench.ledger)
+    for row in rows:
+        row.pop("eval_closed")
+    with open(bench.ledger, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+
+    def must_not_train(config, options, checkpoint):
+        raise AssertionError("trained before refusing")
+    with pytest.raises(ConfigError, match=r"seed 0 of open-only.*not judged under eval_closed"):
+        bench.run([1], "open-only", must_not_train, resume=True)
+
+
 def test_a_resume_keeps_only_baselines_judged_on_its_own_env():
     """A label's baseline rows judged on another env (a first sitting with other flags) are
     not this run's boards: ``kept_baselines`` gives them up, so the baselines are judged anew;
