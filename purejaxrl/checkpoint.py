@@ -75,9 +75,12 @@ _METADATA_TYPES = {"config": (dict,), "update": (int,), "env_steps": (int,),
                    "elapsed_seconds": (int, float), "num_processes": (int,),
                    "versions": (dict,), "env_version": (str, type(None))}
 # Which code trained the run, one entry per sitting: [{"from_update": u, "commit": c}], the
-# first update it trained and its commit (``provenance.git_commit``). Checkpoints written
+# first update it trained and its commit (``provenance.process_commit``). Checkpoints written
 # before it existed have none.
 SITTINGS_KEY = "sittings"
+# Of a run started from another run's weights (``--weights-only``): {"file", "run_name",
+# "update", "sittings"} of the checkpoint it started from.
+WEIGHTS_FROM_KEY = "weights_from"
 
 
 class CheckpointError(RuntimeError):
@@ -197,13 +200,14 @@ def write_checkpoint_file(path: str, data: bytes) -> None:
 def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, env_steps: int,
                     run_name: str, wandb_run_id: str | None, elapsed_seconds: float,
                     keep: int | None, num_processes: int = 1,
-                    sittings: list | None = None) -> str:
+                    sittings: list | None = None, weights_origin: dict | None = None) -> str:
     """Write atomically, then ``prune_checkpoints(run_dir, update, keep)`` unless ``keep`` is
     None (a caller writing several files of one save prunes after the last). An OSError (disk
     full, no permission) is a CheckpointError naming the file; the previous checkpoints stay as
     they were. ``runner_state`` holds global values (a multi-process run gathers them first:
     ``distributed.runner_to_host``); ``num_processes`` is recorded because a resume needs the
-    same process count; ``sittings`` (``sittings_with``) names the code that trained it."""
+    same process count; ``sittings`` (``sittings_with``) names the code that trained it and
+    ``weights_origin`` (``weights_from``) the run whose weights it started from."""
     try:
         os.makedirs(run_dir, exist_ok=True)
     except OSError as error:
@@ -211,7 +215,9 @@ def save_checkpoint(run_dir: str, *, runner_state, config: dict, update: int, en
     record = checkpoint_record(config=config, update=update, env_steps=env_steps,
                                run_name=run_name, wandb_run_id=wandb_run_id,
                                elapsed_seconds=elapsed_seconds, num_processes=num_processes,
-                               **({SITTINGS_KEY: sittings} if sittings is not None else {}))
+                               **({SITTINGS_KEY: sittings} if sittings is not None else {}),
+                               **({WEIGHTS_FROM_KEY: weights_origin} if weights_origin
+                                  else {}))
     path = checkpoint_path(run_dir, update)
     write_checkpoint_file(path, encode_checkpoint(runner_state, record))
     if keep is not None:
@@ -300,9 +306,10 @@ def _decode(data: bytes, file_path: str) -> tuple[dict, dict]:
         if not isinstance(value, types) or isinstance(value, bool) and bool not in types:
             raise CheckpointError(f"cannot read checkpoint {file_path}: metadata {key!r} is "
                                   f"{value!r}")
-    if not _valid_sittings(record.get(SITTINGS_KEY, [])):
-        raise CheckpointError(f"cannot read checkpoint {file_path}: metadata {SITTINGS_KEY!r} "
-                              f"is {record[SITTINGS_KEY]!r}")
+    for key, valid in ((SITTINGS_KEY, _valid_sittings), (WEIGHTS_FROM_KEY, _valid_weights_from)):
+        if key in record and not valid(record[key]):
+            raise CheckpointError(f"cannot read checkpoint {file_path}: metadata {key!r} is "
+                                  f"{record[key]!r}")
     if not isinstance(top["arrays"], dict):
         raise CheckpointError(f"cannot read checkpoint {file_path}: no arrays")
     return record, top["arrays"]
@@ -316,14 +323,26 @@ def _valid_sittings(sittings) -> bool:
         and isinstance(sitting["commit"], (str, type(None))) for sitting in sittings)
 
 
-def sittings_with(checkpoint: dict | None, from_update: int, commit: str | None) -> list:
-    """The sittings of a run that starts (``checkpoint`` None) or resumes (``checkpoint``, the
-    one it resumes) at ``from_update`` with the code of ``commit``: the checkpoint's sittings
-    before that update, then this one (a resume of an older checkpoint replaces the sittings
-    whose updates it discards)."""
-    earlier = [sitting for sitting in (checkpoint or {}).get(SITTINGS_KEY, [])
-               if sitting["from_update"] < from_update]
-    return earlier + [{"from_update": int(from_update), "commit": commit}]
+def _valid_weights_from(origin) -> bool:
+    return isinstance(origin, dict) and set(origin) == {"file", "run_name", "update",
+                                                        "sittings"} \
+        and isinstance(origin["file"], str) and isinstance(origin["run_name"], str) \
+        and isinstance(origin["update"], int) and _valid_sittings(origin["sittings"])
+
+
+def sittings_with(earlier: list, from_update: int, commit: str | None) -> list:
+    """The sittings of a run whose sitting starting at ``from_update`` runs the code of
+    ``commit``, after the sittings ``earlier`` (those of the checkpoint it resumes; none for a
+    new run) that began before that update."""
+    kept = [sitting for sitting in earlier if sitting["from_update"] < from_update]
+    return kept + [{"from_update": int(from_update), "commit": commit}]
+
+
+def weights_from(checkpoint: dict) -> dict:
+    """The ``WEIGHTS_FROM_KEY`` record of a run started from ``checkpoint``'s weights."""
+    return {"file": os.path.basename(checkpoint["path"]), "run_name": checkpoint["run_name"],
+            "update": int(checkpoint["update"]),
+            "sittings": checkpoint.get(SITTINGS_KEY, [])}
 
 
 def _config_of(values: dict, file_path: str) -> TrainConfig:
@@ -583,7 +602,9 @@ def load_multi_seed_checkpoint(run_dir: str, warn: Callable[[str], None] = _warn
             "config": dict(first["config"], num_seeds=len(seeds)),
             "runner_state": stack_seeds([checkpoint["runner_state"] for checkpoint in loaded]),
             "run_name": os.path.dirname(first["run_name"]) or os.path.basename(run_dir),
-            "seed_checkpoints": [checkpoint["path"] for checkpoint in loaded]}
+            "seed_checkpoints": [checkpoint["path"] for checkpoint in loaded],
+            # per seed: a seed may have been resumed alone, by other code, in between
+            "seed_sittings": [checkpoint.get(SITTINGS_KEY, []) for checkpoint in loaded]}
 
 
 def load_checkpoint(path: str, multi_seed: bool = False,

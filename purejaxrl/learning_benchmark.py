@@ -37,7 +37,7 @@ from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.evaluation import (make_policy_comparison, network_policy, play_episodes,
                                   random_policy, stage_report, summarize_episodes)
 from purejaxrl.output_paths import OVERWRITE_FLAG, OutputPathError, check_writable_file
-from purejaxrl.provenance import git_commit
+from purejaxrl.provenance import process_commit
 
 EVALUATION_KEY = 20_261_123  # the held-out boards: never a training seed's key stream
 
@@ -287,7 +287,9 @@ def check_kept_env_version(done: dict, config: TrainConfig, label: str) -> None:
     games under one label. Rows written before rows recorded it are not compared."""
     current = registry.env_version(config.env)
     for key, row in sorted(done.items(), key=lambda item: str(item[0])):
-        if "env_version" in row and row["env_version"] != current:
+        # another env's baselines are judged anew (kept_baselines), not compared
+        if row_env(row) == config.env and "env_version" in row \
+                and row["env_version"] != current:
             named = f"seed {key}" if isinstance(key, int) else \
                 f"the {key.split(':', 1)[1]} baseline"
             raise ConfigError(f"--resume: {named} of {label} in the ledger was played under "
@@ -702,7 +704,7 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
         check_kept_judgements(kept, config, label)
     judge = make_judge(config, eval_episodes)
     judged_in = shown_judgement(registry.judgements(config.env)).words
-    common = {"label": label, "tier": tier, "commit": git_commit(), "command": command,
+    common = {"label": label, "tier": tier, "commit": process_commit(), "command": command,
               "date": datetime.datetime.now().isoformat(timespec="seconds"),
               "backend": jax.default_backend(), "eval_episodes": eval_episodes,
               "eval_key": EVALUATION_KEY, "env": config.env,
@@ -806,7 +808,7 @@ def seed_row(common: dict, seed_result, run_config: TrainConfig, result, wall: f
             "seeds_in_program": run_config.num_seeds,
             "compile_seconds": result.chunk.compile_seconds,
             # the commit of every sitting that trained it ("commit" is the judging sitting's)
-            "sittings": result.sittings,
+            "sittings": seed_result.sittings,
             "config": run_config.replace(seed=seed_result.seed, num_seeds=1).to_dict(),
             **judge(jax.device_get(seed_result.runner_state.params)),
             "curve": learning_curve(records),

@@ -12,8 +12,11 @@ Wilson score interval (95%), the interval that stays honest at rates near 0 and 
 
 Boards must differ between the sets: two summaries evaluated with the same env and seed (their
 ``evaluation`` record, written by ``evaluate.py``) play the same boards, and two with the same
-per-board outcomes are one evaluation given twice; both are refused. A summary written before
-the record existed cannot be checked on its seed, and the pooled result says which are unchecked.
+per-board outcomes are one evaluation given twice; both are refused. The policy and the rules
+must not: summaries of other checkpoints (update or env steps) or played under other env
+options (R9's loop open in one, closed in another; another time limit) are refused. A summary
+written before the record existed cannot be checked, and the pooled result says which are
+unchecked.
 No JAX here.
 """
 
@@ -77,6 +80,35 @@ def check_disjoint(named: list[tuple[str, dict]]) -> list[str]:
     return unchecked
 
 
+def _policy_and_rules(summary: dict) -> dict:
+    """What must be equal between pooled summaries, of what the summary records: the
+    checkpoint's update and env steps and the env options it played under."""
+    record = summary.get("evaluation") or {}
+    known = {"checkpoint update": record.get("checkpoint_update", _ABSENT),
+             "checkpoint env steps": record.get("checkpoint_env_steps", _ABSENT),
+             "env options": summary.get("env_options", _ABSENT)}
+    return {key: value for key, value in known.items() if value is not _ABSENT}
+
+
+_ABSENT = object()
+
+
+def check_one_policy(named: list[tuple[str, dict]]) -> None:
+    """Raise ``PoolError`` where two of the (name, summary) pairs were played by another
+    checkpoint or under other env options (fields a summary does not record are not
+    compared)."""
+    first_name, first = named[0]
+    reference = _policy_and_rules(first)
+    for name, summary in named[1:]:
+        for key, value in _policy_and_rules(summary).items():
+            if key in reference and value != reference[key]:
+                shown = {k: v for k, v in value.items() if reference[key].get(k) != v} \
+                    if isinstance(value, dict) and isinstance(reference[key], dict) else value
+                raise PoolError(f"{name} and {first_name} differ in their {key} ({name}: "
+                                f"{shown}): pool evaluations of one policy under one set of "
+                                "rules")
+
+
 def pool(named: list[tuple[str, dict]]) -> dict:
     """One summary over the games of every (name, summary) pair (``evaluate.py --json``
     summaries of one policy, one per board set): ``episodes``; ``stage_mean``, ``win_rate``,
@@ -89,6 +121,7 @@ def pool(named: list[tuple[str, dict]]) -> dict:
     if not named:
         raise PoolError("nothing to pool")
     unchecked = check_disjoint(named)
+    check_one_policy(named)
     ends = [end for _, s in named for end in s["games"]["end"]]
     episodes = len(ends)
     wins = ends.count("won")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import os
 import subprocess
 from typing import Optional
@@ -24,3 +25,10 @@ def git_commit() -> Optional[str]:
     except (OSError, subprocess.CalledProcessError):
         return None
     return (commit + "+dirty" if changed else commit) or None
+
+
+@functools.cache
+def process_commit() -> Optional[str]:
+    """``git_commit()`` when this process first asks: the code it loaded (a commit made while a
+    long run trains is not that run's code), for the records of a run that outlives a commit."""
+    return git_commit()

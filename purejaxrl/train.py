@@ -20,7 +20,8 @@ from purejaxrl.checkpoint import (CheckpointError, RunDirectoryInUse,
                                   intact_checkpoints_after, list_checkpoints,
                                   lock_run_directory, prune_checkpoints, run_contents,
                                   runner_state_template, save_checkpoint, seed_directories,
-                                  seed_directory_name, sittings_with, stack_seeds)
+                                  seed_directory_name, sittings_with, stack_seeds,
+                                  weights_from)
 from purejaxrl.config import (ConfigError, RunOptions, TrainConfig, config_differences,
                               validate_config, validate_run_options)
 from purejaxrl.evaluation import make_training_evaluator, summarize_episodes
@@ -29,7 +30,7 @@ from purejaxrl.logger import (Console, Progress, RunLogger, SilentLogger, progre
                               summarize_chunk)
 from purejaxrl.networks import parameter_count
 from purejaxrl.output_paths import prepare_directory
-from purejaxrl.provenance import git_commit
+from purejaxrl.provenance import process_commit
 
 
 @dataclasses.dataclass
@@ -42,6 +43,9 @@ class SeedResult:
     runner_state: ppo.RunnerState  # this seed's (no seed axis)
     records: list  # per chunk, the keys of a single-seed run's records
     last_checkpoint: Optional[str]  # written in this session, else the one it resumed from
+    # The code that trained it: [{"from_update", "commit"}] per sitting that trained an update
+    # (checkpoint.sittings_with).
+    sittings: list = dataclasses.field(default_factory=list)
 
 
 @dataclasses.dataclass
@@ -62,8 +66,6 @@ class TrainResult:
     # Why the run stopped early on a non-finite loss, gradient or parameter (and which
     # checkpoint holds the last finite state), else None.
     diverged: Optional[str] = None
-    # The code that trained it: [{"from_update", "commit"}] per sitting (checkpoint.sittings_with).
-    sittings: list = dataclasses.field(default_factory=list)
 
 
 def default_run_name(config: TrainConfig) -> str:
@@ -353,6 +355,7 @@ class _SeedTrack:
     records: list = dataclasses.field(default_factory=list)
     last_checkpoint: Optional[str] = None
     stalling: StallingDetector = dataclasses.field(default_factory=StallingDetector)
+    sittings: list = dataclasses.field(default_factory=list)  # checkpoint.sittings_with
 
 
 class _Run:
@@ -379,10 +382,6 @@ class _Run:
             config, checkpoint, resuming, weights_only, built, mesh)
         # Every seed is at the same update.
         self.update = int(np.ravel(jax.device_get(self.runner.update_step))[0])
-        # Taken now, before any save: the code this process loaded, not what the tree holds
-        # when a later save happens.
-        self.sittings = sittings_with(checkpoint if resuming else None, self.update,
-                                      git_commit())
         self.own_logger = logger is None
         self.logger = self._open_logger(wandb_run_id) if self.own_logger else logger
         self.wandb_run_id = self.logger.wandb_run_id or wandb_run_id
@@ -424,6 +423,13 @@ class _Run:
             run_name=f"{self.run_name}/{seed_directory_name(seed)}" if multi else self.run_name,
             run_dir=os.path.join(self.run_dir, seed_directory_name(seed)) if multi
             else self.run_dir) for seed in config.seeds]
+        earlier = [[]] * config.num_seeds
+        if resuming:
+            earlier = checkpoint.get("seed_sittings") or [checkpoint.get("sittings", [])]
+        for track, sittings in zip(self.tracks, earlier):
+            track.sittings = sittings_with(sittings, self.update, process_commit())
+        self.weights_origin = checkpoint.get("weights_from") if resuming else \
+            weights_from(checkpoint) if weights_only else None
         self.train_seconds = 0.0
         self.compile_seconds = None
         self.diverged = None  # the message, once an update came out non-finite
@@ -470,7 +476,8 @@ class _Run:
                 update=self.update, env_steps=self.update * self.config.batch_size,
                 run_name=track.run_name, wandb_run_id=self.wandb_run_id,
                 elapsed_seconds=self.elapsed_before + self.train_seconds,
-                keep=None, num_processes=self.num_processes, sittings=self.sittings))
+                keep=None, num_processes=self.num_processes, sittings=track.sittings,
+                weights_origin=self.weights_origin))
             track.last_checkpoint = paths[-1]
         # Pruned only once every seed holds this update: a write that fails (or a kill) between
         # two seeds leaves an update that all seeds still have, which a resume needs.
@@ -751,12 +758,14 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
     seeds = [SeedResult(seed=track.seed, run_dir=track.run_dir,
                         runner_state=run.of_seed(run.runner, index),
                         records=track.records,
-                        last_checkpoint=track.last_checkpoint or resumed.get(track.seed))
+                        last_checkpoint=track.last_checkpoint or resumed.get(track.seed),
+                        # a sitting that trained no update (resumed at its budget) is no one's
+                        sittings=track.sittings if run.update > track.sittings[-1]["from_update"]
+                        else track.sittings[:-1])
              for index, track in enumerate(run.tracks)]
     return TrainResult(runner_state=run.runner, run_name=run.run_name, run_dir=run.run_dir,
                        updates_done=run.update, env_steps=run.update * config.batch_size,
                        last_checkpoint=run.last_checkpoint or (checkpoint["path"] if resuming
                                                                else None),
                        records=run.records, interrupted=interrupted, stop_signal=stop_signal,
-                       chunk=run.chunk, seeds=seeds, diverged=run.diverged,
-                       sittings=run.sittings)
+                       chunk=run.chunk, seeds=seeds, diverged=run.diverged)

@@ -52,13 +52,13 @@ def bench(monkeypatch, tmp_path):
 def stand_in_trainer(updates, diverged=None):
     def train(config, options, checkpoint):
         seeds = [types.SimpleNamespace(seed=s, records=[], last_checkpoint=None,
-                                       runner_state=types.SimpleNamespace(params=4.0 + s))
+                                       runner_state=types.SimpleNamespace(params=4.0 + s),
+                                       sittings=[{"from_update": 0, "commit": "abc1234"}])
                  for s in config.seeds]
         return types.SimpleNamespace(
             interrupted=False, stop_signal=None, diverged=diverged, seeds=seeds,
             env_steps=updates * config.batch_size, updates_done=updates, last_checkpoint=None,
-            chunk=types.SimpleNamespace(compile_seconds=1.0),
-            sittings=[{"from_update": 0, "commit": "abc1234"}])
+            chunk=types.SimpleNamespace(compile_seconds=1.0))
     return train
 
 
@@ -134,6 +134,21 @@ def test_a_resume_over_rows_of_other_rules_is_refused(bench):
         handle.writelines(json.dumps(row) + "\n" for row in rows)
     bench.run([1], "old-rules", stand_in_trainer(10), resume=True)
     assert [row["seed"] for row in bench.seed_rows("old-rules")] == [0, 1]
+
+
+def test_another_envs_baselines_of_other_rules_do_not_refuse_a_resume(bench):
+    """Baselines a first sitting judged on another env (``-- --env CartPole-v1``: no env
+    version) are judged anew on a resume (``kept_baselines``), not compared with this env's
+    version."""
+    bench.run([0], "mixed-env", stand_in_trainer(10))
+    rows = learning_benchmark.read_jsonl(bench.ledger)
+    for row in rows:
+        if row["kind"] == "baseline":
+            row.update(env="CartPole-v1", env_version=None)
+    with open(bench.ledger, "w") as handle:
+        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    bench.run([1], "mixed-env", stand_in_trainer(10), resume=True)
+    assert [row["seed"] for row in bench.seed_rows("mixed-env")] == [0, 1]
 
 
 def test_a_resume_over_seeds_judged_without_a_judgement_of_this_code_is_refused(bench):

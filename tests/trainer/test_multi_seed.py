@@ -2,8 +2,11 @@
 run of that seed would be, saved as its own single-seed checkpoint, and the multi-seed run
 resumes bit for bit from its directory."""
 
+import json
 import os
 import shutil
+
+import msgpack
 
 import jax
 import numpy as np
@@ -109,16 +112,30 @@ def test_one_record_per_chunk_with_every_seed_under_its_prefix(multi_run):
 
 
 @pytest.mark.slow  # extended suite (pytest -m slow)
-def test_resume_of_the_run_directory_is_bit_for_bit(multi_run, tmp_path, compile_cache_dir):
-    """3 updates, stop, ``--resume <run dir>`` (every seed stacked), 2 more == 5 in one go."""
+def test_resume_of_the_run_directory_is_bit_for_bit(multi_run, tmp_path, compile_cache_dir,
+                                                    monkeypatch):
+    """3 updates, stop, ``--resume <run dir>`` (every seed stacked), 2 more == 5 in one go.
+    Each seed keeps its own sittings (one may have been continued alone, by other code)."""
+    monkeypatch.setattr(train_module, "process_commit", lambda: "first0")
     first = train(MULTI, options(tmp_path, compile_cache_dir, save_interval=2),
                   stop_after_updates=3)
+    alone = os.path.join(first.run_dir, f"seed-{SEEDS[1]}", "checkpoint_3.msgpack")
+    with open(alone, "rb") as handle:
+        top = msgpack.unpackb(handle.read(), raw=False)
+    metadata = dict(json.loads(top["metadata"]), sittings=[{"from_update": 0, "commit": "alone"}])
+    with open(alone, "wb") as handle:
+        handle.write(msgpack.packb({**top, "metadata": json.dumps(metadata)}, use_bin_type=True))
     checkpoint = load_checkpoint(first.run_dir, multi_seed=True)
     assert checkpoint["update"] == 3 and checkpoint["config"]["num_seeds"] == 2
+    monkeypatch.setattr(train_module, "process_commit", lambda: "second")
     second = train(MULTI, options(tmp_path, compile_cache_dir, save_interval=2),
                    checkpoint=checkpoint)
     assert second.updates_done == 5
     assert_trees_equal(second.runner_state, multi_run.runner_state)
+    resumed = {"from_update": 3, "commit": "second"}
+    for seed, first_commit in zip(SEEDS, ("first0", "alone")):
+        saved = load_checkpoint(os.path.join(second.run_dir, f"seed-{seed}"))
+        assert saved["sittings"] == [{"from_update": 0, "commit": first_commit}, resumed]
 
 
 def test_resume_takes_the_newest_update_every_seed_has(multi_run, tmp_path):

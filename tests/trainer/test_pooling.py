@@ -67,6 +67,25 @@ def test_overlapping_board_sets_are_refused():
     assert pooled["unchecked"] == ["old"]
 
 
+def test_evaluations_of_another_checkpoint_or_other_rules_are_refused():
+    """Sets of one policy under one set of rules pool; a set played with R9's loop open beside
+    one played with it closed (wins the loop bought in an "honest" rate), or by another
+    checkpoint update, is refused naming the field; fields a set does not record are not
+    compared."""
+    def played(seed, update=190, **options):
+        row = summary(["won", "died"], [8, seed], seed=seed)
+        row["evaluation"].update(checkpoint_update=update, checkpoint_env_steps=update * 10)
+        row["env_options"] = {"close_undo_exploit": True, "max_episode_steps": 2000, **options}
+        return row
+    assert pool([("a", played(1)), ("b", played(2))])["episodes"] == 4
+    with pytest.raises(PoolError, match=r"env options.*close_undo_exploit': False"):
+        pool([("a", played(1)), ("b", played(2, close_undo_exploit=False))])
+    with pytest.raises(PoolError, match="checkpoint update"):
+        pool([("a", played(1)), ("b", played(2, update=400))])
+    older = summary(["died"], [2], seed=3)  # written before rows recorded their options
+    assert pool([("a", played(1)), ("c", older)])["episodes"] == 3
+
+
 def test_the_command_pools_the_shared_rows_and_refuses_bad_input_in_one_line(tmp_path,
                                                                               capsys):
     """Every row the inputs share is pooled (text and --json); an unreadable input, a file

@@ -115,19 +115,23 @@ def test_resume_is_bit_for_bit(full_run, tmp_path, compile_cache_dir, monkeypatc
     last line cut short) is trained again, so it is dropped, not kept twice. The checkpoint
     names the code of each sitting: the commit of the first from update 0, the second's from
     update 3."""
-    monkeypatch.setattr(train_module, "git_commit", lambda: "first0")
+    monkeypatch.setattr(train_module, "process_commit", lambda: "first0")
     first = train(CONFIG, options(tmp_path, compile_cache_dir), stop_after_updates=3)
     assert first.updates_done == 3 and first.last_checkpoint.endswith("checkpoint_3.msgpack")
     metrics = os.path.join(first.run_dir, "metrics.jsonl")
     with open(metrics, "a") as handle:
         handle.write(json.dumps({"update": 4, "env_steps": 128}) + '\n{"update": 5, "env_st')
-    monkeypatch.setattr(train_module, "git_commit", lambda: "second")
+    monkeypatch.setattr(train_module, "process_commit", lambda: "second")
     second = train(CONFIG, options(tmp_path, compile_cache_dir),
                    checkpoint=load_checkpoint(first.run_dir))
     assert second.updates_done == 5
     assert_trees_equal(second.runner_state, full_run.runner_state)
     sittings = [{"from_update": 0, "commit": "first0"}, {"from_update": 3, "commit": "second"}]
-    assert load_checkpoint(second.run_dir)["sittings"] == second.sittings == sittings
+    assert load_checkpoint(second.run_dir)["sittings"] == second.seeds[0].sittings == sittings
+    # Resumed at its end, a sitting trains nothing and names no code.
+    third = train(CONFIG, options(tmp_path, compile_cache_dir),
+                  checkpoint=load_checkpoint(second.run_dir))
+    assert third.updates_done == 5 and third.seeds[0].sittings == sittings
     # The resumed run appends to the same metrics file.
     updates = [json.loads(line)["update"] for line in open(metrics).read().splitlines()]
     assert updates == [2, 3, 5]
@@ -145,7 +149,7 @@ def test_weights_only_starts_a_new_run_from_the_parameters(full_run, tmp_path,
                                                            compile_cache_dir):
     """--weights-only: a different config (here another seed, which a full resume refuses) is
     accepted; the run starts at update 0 with the checkpoint's parameters, not the new seed's
-    initialisation, and a fresh optimizer."""
+    initialisation, and a fresh optimizer; its checkpoints name the run it started from."""
     checkpoint = load_checkpoint(full_run.last_checkpoint)
     reseeded = CONFIG.replace(seed=7)
     seen = {}
@@ -160,6 +164,12 @@ def test_weights_only_starts_a_new_run_from_the_parameters(full_run, tmp_path,
                    checkpoint=checkpoint, weights_only=True, stop_after_updates=1,
                    logger=logger)
     assert result.updates_done == 1 and seen["first"]["update"] == 1
+    # The new run names the weights it started from; its own sittings start at 0.
+    saved_record = load_checkpoint(result.last_checkpoint)
+    assert saved_record["weights_from"] == {
+        "file": os.path.basename(full_run.last_checkpoint), "run_name": checkpoint["run_name"],
+        "update": 5, "sittings": checkpoint["sittings"]}
+    assert [sitting["from_update"] for sitting in saved_record["sittings"]] == [0]
     # Params moved by one update from the checkpoint's, not from a fresh init: close to them.
     saved = jax.tree.leaves(checkpoint["runner_state"].params)
     now = jax.tree.leaves(jax.device_get(result.runner_state.params))
@@ -318,36 +328,37 @@ def test_checkpoint_holds_plain_data_and_json_metadata(full_run):
                                                               "bool"}
 
 
-def test_a_resume_of_an_older_checkpoint_forgets_the_sittings_it_discards():
-    """Resumed at update 3, a run whose checkpoints' sittings began at 0 and 4 (a later sitting
-    whose updates the resume trains again) keeps the first and adds its own at 3; a fresh run
-    has one sitting from its own first update."""
-    old = {"sittings": [{"from_update": 0, "commit": "a"}, {"from_update": 4, "commit": "b"}]}
-    assert checkpoint_module.sittings_with(old, 3, "c") == [{"from_update": 0, "commit": "a"},
-                                                            {"from_update": 3, "commit": "c"}]
-    assert checkpoint_module.sittings_with(None, 0, None) == [{"from_update": 0,
-                                                               "commit": None}]
+def test_sittings_keep_those_that_began_before_the_resumed_update():
+    """A resume at update 3 keeps the sittings that began before it and adds its own (one that
+    began at 3 or later trained updates the resume trains again); a new run has one sitting."""
+    earlier = [{"from_update": 0, "commit": "a"}, {"from_update": 3, "commit": "b"}]
+    assert checkpoint_module.sittings_with(earlier, 3, "c") == [
+        {"from_update": 0, "commit": "a"}, {"from_update": 3, "commit": "c"}]
+    assert checkpoint_module.sittings_with([], 0, None) == [{"from_update": 0, "commit": None}]
 
 
 def test_a_checkpoint_with_malformed_sittings_is_refused(full_run, tmp_path):
-    """The sittings are a list of {from_update: int, commit: str or null}; anything else is one
-    error naming the field (a file without them, written before they existed, loads)."""
+    """The sittings are a list of {from_update: int, commit: str or null}, the weights' origin
+    {file, run_name, update: int, sittings}; anything else is one error naming the field (a
+    file without sittings, written before they existed, loads)."""
     with open(full_run.last_checkpoint, "rb") as handle:
         top = msgpack.unpackb(handle.read(), raw=False)
     metadata = json.loads(top["metadata"])
     path = tmp_path / "checkpoint_5.msgpack"
-    for sittings in ([{"from_update": "0", "commit": "a"}], {"0": "a"},
-                     [{"from_update": 0}], None):
-        if sittings is None:
-            metadata.pop("sittings")
-        else:
-            metadata["sittings"] = sittings
-        path.write_bytes(msgpack.packb({**top, "metadata": json.dumps(metadata)},
+    origin = {"file": "checkpoint_5.msgpack", "run_name": "r", "update": 5, "sittings": []}
+    for key, value in (("sittings", [{"from_update": "0", "commit": "a"}]),
+                       ("sittings", {"0": "a"}), ("sittings", [{"from_update": 0}]),
+                       ("weights_from", {**origin, "update": "5"}),
+                       ("weights_from", {**origin, "sittings": None}), ("sittings", None)):
+        edited = {name: field for name, field in metadata.items() if name != key}
+        if value is not None:
+            edited[key] = value
+        path.write_bytes(msgpack.packb({**top, "metadata": json.dumps(edited)},
                                        use_bin_type=True))
-        if sittings is None:
+        if value is None:
             assert "sittings" not in load_checkpoint(str(path))
             continue
-        with pytest.raises(CheckpointError, match="metadata 'sittings'"):
+        with pytest.raises(CheckpointError, match=f"metadata '{key}'"):
             load_checkpoint(str(path))
 
 
