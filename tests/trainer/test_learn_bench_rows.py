@@ -46,7 +46,20 @@ def bench(monkeypatch, tmp_path):
     def seed_rows(label):
         return [row for row in learning_benchmark.read_jsonl(ledger)
                 if row["label"] == label and row["kind"] == "seed"]
-    return types.SimpleNamespace(run=run, seed_rows=seed_rows, config=config, ledger=ledger)
+    def edit_rows(edit):
+        """Rewrite the ledger with ``edit(row)`` applied to every row; returns the rows."""
+        rows = learning_benchmark.read_jsonl(ledger)
+        for row in rows:
+            edit(row)
+        with open(ledger, "w") as handle:
+            handle.writelines(json.dumps(row) + "\n" for row in rows)
+        return rows
+    return types.SimpleNamespace(run=run, seed_rows=seed_rows, config=config, ledger=ledger,
+                                 edit_rows=edit_rows)
+
+
+def must_not_train(config, options, checkpoint):
+    raise AssertionError("trained before refusing")
 
 
 def stand_in_trainer(updates, diverged=None):
@@ -116,22 +129,12 @@ def test_a_resume_over_rows_of_other_rules_is_refused(bench):
     code's would mix two games in one table: ``--resume`` refuses it before any training and
     writes nothing; rows that predate the field are kept."""
     bench.run([0], "old-rules", stand_in_trainer(10))
-    rows = learning_benchmark.read_jsonl(bench.ledger)
-    for row in rows:
-        if row["kind"] == "seed":
-            row["env_version"] = "0.0-older"
-    with open(bench.ledger, "w") as handle:
-        handle.writelines(json.dumps(row) + "\n" for row in rows)
-
-    def must_not_train(config, options, checkpoint):
-        raise AssertionError("trained before refusing")
+    rows = bench.edit_rows(lambda row: row.update(env_version="0.0-older")
+                           if row["kind"] == "seed" else None)
     with pytest.raises(ConfigError, match=r"seed 0 of old-rules.*env version '0\.0-older'"):
         bench.run([1], "old-rules", must_not_train, resume=True)
     assert learning_benchmark.read_jsonl(bench.ledger) == rows
-    for row in rows:
-        row.pop("env_version")
-    with open(bench.ledger, "w") as handle:
-        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    bench.edit_rows(lambda row: row.pop("env_version"))
     bench.run([1], "old-rules", stand_in_trainer(10), resume=True)
     assert [row["seed"] for row in bench.seed_rows("old-rules")] == [0, 1]
 
@@ -141,12 +144,8 @@ def test_another_envs_baselines_of_other_rules_do_not_refuse_a_resume(bench):
     version) are judged anew on a resume (``kept_baselines``), not compared with this env's
     version."""
     bench.run([0], "mixed-env", stand_in_trainer(10))
-    rows = learning_benchmark.read_jsonl(bench.ledger)
-    for row in rows:
-        if row["kind"] == "baseline":
-            row.update(env="CartPole-v1", env_version=None)
-    with open(bench.ledger, "w") as handle:
-        handle.writelines(json.dumps(row) + "\n" for row in rows)
+    bench.edit_rows(lambda row: row.update(env="CartPole-v1", env_version=None)
+                    if row["kind"] == "baseline" else None)
     bench.run([1], "mixed-env", stand_in_trainer(10), resume=True)
     assert [row["seed"] for row in bench.seed_rows("mixed-env")] == [0, 1]
 
@@ -156,14 +155,7 @@ def test_a_resume_over_seeds_judged_without_a_judgement_of_this_code_is_refused(
     env's ``eval``) would be shown open beside new seeds shown closed: ``--resume`` refuses
     it before any training, naming the judgement."""
     bench.run([0], "open-only", stand_in_trainer(10))
-    rows = learning_benchmark.read_jsonl(bench.ledger)
-    for row in rows:
-        row.pop("eval_closed")
-    with open(bench.ledger, "w") as handle:
-        handle.writelines(json.dumps(row) + "\n" for row in rows)
-
-    def must_not_train(config, options, checkpoint):
-        raise AssertionError("trained before refusing")
+    bench.edit_rows(lambda row: row.pop("eval_closed"))
     with pytest.raises(ConfigError, match=r"seed 0 of open-only.*not judged under eval_closed"):
         bench.run([1], "open-only", must_not_train, resume=True)
 
