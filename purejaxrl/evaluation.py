@@ -405,16 +405,16 @@ def make_policy_comparison(env, env_params, policies: list[Policy | RecurrentPol
 
 def make_training_evaluator(env: TrainerEnv, env_params, network: ActorCritic, num_envs: int,
                             max_steps: int):
-    """``evaluate(params, key) -> {"greedy": ..., "sampled": ...}`` per-env results; one
-    compile serves both modes (``greedy`` is a traced flag)."""
+    """``evaluate(params, key) -> {"greedy": ..., "sampled": ...}`` per-env results on the same
+    boards (one key: the two modes compare game by game, as in ``evaluate.py``); one compile
+    serves both modes (``greedy`` is a traced flag)."""
     @jax.jit
     def play(params, key, greedy):
         return play_episodes(env, env_params, network_policy(env, network, params, greedy), key,
                              num_envs, max_steps)
 
     def evaluate(params, key):
-        greedy_key, sampled_key = jax.random.split(key)
-        return {"greedy": play(params, greedy_key, jnp.bool_(True)),
-                "sampled": play(params, sampled_key, jnp.bool_(False))}
+        return {"greedy": play(params, key, jnp.bool_(True)),
+                "sampled": play(params, key, jnp.bool_(False))}
     return evaluate
 

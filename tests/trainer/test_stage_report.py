@@ -101,3 +101,20 @@ def test_heuristic_games_report_consistent_stages_and_resources():
     # The heuristic never siphons, so no enemy of its games came from a siphon.
     assert all(row["end_siphon_enemies"] in (None, 0.0) for row in rows)
     assert any((row["end_enemies"] or 0) > 0 for row in rows)
+
+
+def test_the_training_evaluator_plays_greedy_and_sampled_on_the_same_boards(monkeypatch):
+    """The trainer's periodic evaluation plays both modes from one key, so that its greedy and
+    sampled figures compare game by game as ``evaluate.py``'s do (until stop 81 each mode had
+    its own key, hence its own boards). The games are replaced by the key they were played
+    from."""
+    import purejaxrl.evaluation as evaluation
+
+    def keys_instead_of_games(env, env_params, policy, key, num_envs, max_steps):
+        return jax.random.key_data(key) if jax.dtypes.issubdtype(key.dtype,
+                                                                  jax.dtypes.prng_key) else key
+    monkeypatch.setattr(evaluation, "play_episodes", keys_instead_of_games)
+    evaluate = evaluation.make_training_evaluator(None, None, network=object(), num_envs=2,
+                                                  max_steps=3)
+    played = evaluate({}, jax.random.PRNGKey(7))
+    np.testing.assert_array_equal(played["greedy"], played["sampled"])
