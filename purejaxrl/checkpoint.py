@@ -494,6 +494,33 @@ def read_newest_intact(path: str, warn: Callable[[str], None] = _warn) -> tuple[
                                          "do not load either)" if len(failures) > 1 else ""))
 
 
+def read_metadata(path: str) -> dict:
+    """The metadata of a checkpoint file, or of a run directory's newest checkpoint, with its
+    ``path``: read and checked as every load checks it (a pickle is refused unopened), the
+    arrays left unbuilt, so a checkpoint of another code version is read too. A multi-seed
+    run's directory is refused naming its seeds' directories. Raises CheckpointError."""
+    if os.path.isdir(path):
+        checkpoints = list_checkpoints(path)
+        seeds = seed_directories(path) if not checkpoints else []
+        if seeds:
+            raise CheckpointError(f"{path} is a multi-seed run (seeds "
+                                  f"{', '.join(str(seed) for seed, _ in seeds)}): name one "
+                                  f"seed's directory, e.g. {seeds[0][1]}")
+        if not checkpoints:
+            if list_legacy_checkpoints(path):
+                raise CheckpointError(legacy_refusal(path))
+            raise CheckpointError(f"no checkpoint_<update>{CHECKPOINT_SUFFIX} files in "
+                                  f"directory {path}")
+        path = checkpoints[-1][1]
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except OSError as error:
+        raise CheckpointError(f"cannot read checkpoint {path}: {error}") from None
+    record, _ = _decode(data, path)
+    return {**record, "path": path}
+
+
 def run_contents(run_dir: str) -> list[str]:
     """What in ``run_dir`` belongs to a run: checkpoints (either format), seed directories of
     a multi-seed run, a metrics file with records. [] for a missing or empty directory."""

@@ -32,7 +32,7 @@ from purejaxrl.checkpoint import (CONVERTER, TRUST_FLAG, CheckpointError, checkp
                                   encode_checkpoint, load_checkpoint, runner_state_template)
 from purejaxrl.cli import evaluate as evaluate_cli
 from purejaxrl.cli.train import main as train_main
-from scripts import convert_checkpoint, watch_agent
+from scripts import checkpoint_info, convert_checkpoint, watch_agent
 from tests.trainer.toy_run import CONFIG
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -193,6 +193,28 @@ def test_hostile_file_runs_nothing_and_is_one_error_line(payload, placement, loa
     (line,) = error_lines(stderr)
     assert os.path.basename(path) in line
     if placement.endswith(".pkl"):  # refused unopened, with the converter named
+        assert f"{CONVERTER} {TRUST_FLAG}" in line
+
+
+@pytest.mark.parametrize("placement", list(PLACEMENTS))
+@pytest.mark.parametrize("payload", PAYLOAD_NAMES)
+def test_checkpoint_info_reads_metadata_only_and_runs_nothing(payload, placement, tmp_path,
+                                                              capsys):
+    """scripts/checkpoint_info.py never builds the arrays: a hostile file runs nothing; a
+    pickle (refused unopened, the converter named) or bytes that are no checkpoint are one
+    error line, exit 2; a checkpoint whose arrays declare a hostile dtype is described from its
+    metadata alone."""
+    path, marker = place(tmp_path, payload, placement)
+    code = checkpoint_info.main([path])
+    captured = capsys.readouterr()
+    assert not os.path.exists(marker), "the payload ran"
+    assert "Traceback" not in captured.err
+    if code == 0:
+        assert "dtype" in payload and "update        " in captured.out
+        return
+    assert code == 2
+    (line,) = error_lines(captured.err)
+    if placement.endswith(".pkl"):
         assert f"{CONVERTER} {TRUST_FLAG}" in line
 
 

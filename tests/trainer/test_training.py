@@ -337,6 +337,31 @@ def test_sittings_keep_those_that_began_before_the_resumed_update():
     assert checkpoint_module.sittings_with([], 0, None) == [{"from_update": 0, "commit": None}]
 
 
+def test_checkpoint_info_describes_a_run_from_its_metadata(full_run, tmp_path, capsys):
+    """scripts/checkpoint_info.py on a run directory: its newest checkpoint's update against the
+    run's budget, env steps, the code of each sitting and the config's differences from the
+    main command's; ``--json F`` writes the metadata as saved (an existing F only with
+    ``--overwrite``); a directory without checkpoints is one error line, exit 2."""
+    from scripts import checkpoint_info
+    assert checkpoint_info.main([full_run.run_dir]) == 0
+    text = capsys.readouterr().out
+    assert "update        5 of 5 (160 env steps)" in text
+    commit = load_checkpoint(full_run.run_dir)["sittings"][0]["commit"]
+    assert f"code          updates 1-5: {commit or 'outside a git checkout'}" in text
+    assert "env           toy" in text and "num_envs: " in text
+    report = tmp_path / "info.json"
+    assert checkpoint_info.main([full_run.last_checkpoint, "--json", str(report)]) == 0
+    shown = json.loads(report.read_text())
+    assert checkpoint_info.main([full_run.last_checkpoint, "--json", str(report)]) == 2
+    capsys.readouterr()
+    loaded = load_checkpoint(full_run.last_checkpoint)
+    assert shown["update"] == 5 and shown["sittings"] == loaded["sittings"]
+    assert shown["config"] == loaded["config"]
+    assert checkpoint_info.main([str(tmp_path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert len(err) == 1 and err[0].startswith("error: no checkpoint_")
+
+
 def test_a_checkpoint_with_malformed_sittings_is_refused(full_run, tmp_path):
     """The sittings are a list of {from_update: int, commit: str or null}, the weights' origin
     {file, run_name, update: int, sittings}; anything else is one error naming the field (a
