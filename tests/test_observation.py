@@ -95,6 +95,12 @@ def test_player_features_follow_9_2_table_and_may_leave_unit_range(base):
     player = np.asarray(OBSERVE(state).player)
     np.testing.assert_allclose(
         player, [2 / 5, 3 / 5, 2 / 3, 0.5, 1.0, 2 / 7, 1.2, 2.0, 1.0, 1.0], atol=1e-6)
+    # The env's declared space says so too: these two are unbounded above, the rest in [0, 1]
+    # (until stop 81 the space claimed [0, 1] for all, which this observation left).
+    from envs.hackmatrix import HackMatrix
+    space = HackMatrix().observation_space().spaces["player"]
+    assert bool(space.contains(jnp.asarray(player)))
+    assert np.isinf(np.asarray(space.high)).nonzero()[0].tolist() == [6, 7]
 
 
 def test_programs_vector_marks_owned_action_indices(base):

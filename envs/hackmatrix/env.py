@@ -440,8 +440,11 @@ class HackMatrix(environment.Environment[EnvState, EnvParams]):
         return spaces.Discrete(self.num_actions)
 
     def observation_space(self, params: EnvParams | None = None) -> spaces.Dict:
+        player_high = np.ones(observation.N_PLAYER_FEATURES, np.float32)
+        player_high[list(observation.UNCAPPED_PLAYER_FEATURES)] = np.inf
         return spaces.Dict({
-            "player": spaces.Box(0.0, 1.0, (observation.N_PLAYER_FEATURES,), jnp.float32),
+            "player": spaces.Box(0.0, player_high, (observation.N_PLAYER_FEATURES,),
+                                 jnp.float32),
             "programs": spaces.Box(0, 1, (N_PROGRAMS,), jnp.int32),
             "grid": spaces.Box(0.0, 1.0, (GRID, GRID, observation.N_GRID_CHANNELS), jnp.float32),
             "action_mask": spaces.Box(0, 1, (self.num_actions,), jnp.bool_),

@@ -17,6 +17,8 @@ from .core.mask import action_mask
 from .core.state import EnvState
 
 N_PLAYER_FEATURES = 10
+# Player features with no upper bound: data siphons / 10 and (attack - 1) / 2 (§9.2, §4.22).
+UNCAPPED_PLAYER_FEATURES = (6, 7)
 N_GRID_CHANNELS = 42
 FLAT_SIZE = N_PLAYER_FEATURES + N_PROGRAMS + N_CELLS * N_GRID_CHANNELS  # 1545
 

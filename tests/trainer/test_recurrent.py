@@ -151,6 +151,17 @@ def replay_minibatches(built, config, transitions, windows, key):
     return replay(transitions, windows)
 
 
+def assert_loss_replays_the_values(aux, batches):
+    """``ppo_loss`` itself replays the core (with targets 0 its value loss is 0.5 mean V^2 of
+    its own values, which equal the rollout's only if it started from the window's hidden
+    state with the recorded episode starts): first order in a wrong value, where the KL above
+    is second order in a wrong log-prob."""
+    values = np.asarray(batches.value)
+    np.testing.assert_allclose(aux["value_loss"],
+                               0.5 * np.mean(np.square(values), axis=tuple(range(1, values.ndim))),
+                               rtol=1e-4)
+
+
 def test_sequence_replay_reproduces_the_rollout(built, rollouts):
     """The update's minibatches (whole env sequences from the rollout's start hidden state,
     with the recorded episode starts) give back the rollout's log-probs and values: before the
@@ -171,6 +182,7 @@ def test_sequence_replay_reproduces_the_rollout(built, rollouts):
     np.testing.assert_allclose(value, batches.value, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(aux["approx_kl"], 0.0, atol=1e-6)
     np.testing.assert_array_equal(aux["clip_fraction"], 0.0)
+    assert_loss_replays_the_values(aux, batches)
     # Every env appears in exactly one minibatch, whole.
     np.testing.assert_array_equal(
         np.sort(np.asarray(batches.action).transpose(0, 2, 1).reshape(CONFIG.num_envs, -1),
@@ -244,6 +256,7 @@ def test_windowed_replay_reproduces_the_rollout(built, windowed_rollout):
     np.testing.assert_allclose(log_prob, batches.log_prob, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(value, batches.value, rtol=1e-5, atol=1e-6)
     np.testing.assert_allclose(aux["approx_kl"], 0.0, atol=1e-6)
+    assert_loss_replays_the_values(aux, batches)
     # The windows' (step index within the rollout, env) pairs: each exactly once.
     windows_of = np.asarray(transitions.action).reshape(4, WINDOWED.sequence_length, -1)
     expected = windows_of.transpose(0, 2, 1).reshape(sequences, -1)
@@ -455,3 +468,44 @@ def test_hidden_state_is_split_over_devices(tmp_path):
                                capture_output=True, text=True, env=env, timeout=600, cwd=root)
     assert completed.returncode == 0, completed.stderr[-4000:]
     assert completed.stdout.strip().splitlines()[-1] == "ok"
+
+
+def test_the_update_hands_the_rollout_over_to_gae_and_to_the_epochs(built, rollouts,
+                                                                    monkeypatch):
+    """One jitted ``ppo_update`` from the second rollout's start (a carried, non-zero hidden
+    state): the epochs replay from the rollout's own start hidden state (not the state after
+    the rollout), and GAE gets the rollout's terminated and truncated flags, its bootstrap
+    values, and its rewards in the units of the return statistics merged with this rollout.
+    The values are copied out of the compiled update as it runs."""
+    seen = {}
+
+    def spying(name, real, pick):
+        def spy(*args):
+            jax.debug.callback(lambda *values: seen.__setitem__(name, [np.asarray(v)
+                                                                      for v in values]),
+                               *pick(*args))
+            return real(*args)
+        return spy
+    monkeypatch.setattr(ppo, "update_epochs", spying(
+        "epochs", ppo.update_epochs, lambda *args: (args[10],)))  # window_hidden
+    monkeypatch.setattr(ppo, "compute_gae", spying(
+        "gae", ppo.compute_gae, lambda rewards, values, terminated, truncated, bootstrap, *_:
+        (rewards, terminated, truncated, bootstrap)))
+    env, env_params, network, optimizer, components = ppo.build(CONFIG)
+    update = jax.jit(functools.partial(
+        ppo.ppo_update, config=CONFIG, env=env, env_params=env_params, network=network,
+        optimizer=optimizer, reward_components=components, axis_name=None))
+    start = rollouts[1]["start"]
+    jax.block_until_ready(update(start))
+    _, transitions, _, discounted, windows = built["collect"](start)
+    np.testing.assert_array_equal(seen["epochs"][0], np.asarray(windows))
+    np.testing.assert_array_equal(seen["epochs"][0][0], np.asarray(start.hidden))
+    assert CONFIG.normalize_rewards
+    scale = ppo.reward_scale(ppo.update_return_statistics(start.return_stats, discounted, None))
+    rewards, terminated, truncated, bootstrap = seen["gae"]
+    np.testing.assert_allclose(rewards, np.asarray(transitions.reward * scale), rtol=1e-6)
+    assert float(scale) != 1.0  # the scaling is seen, not an identity
+    np.testing.assert_array_equal(terminated, np.asarray(transitions.terminated))
+    np.testing.assert_array_equal(truncated, np.asarray(transitions.truncated))
+    np.testing.assert_array_equal(bootstrap, np.asarray(transitions.bootstrap_value))
+    assert truncated.any()  # so a swap of the two flags would show

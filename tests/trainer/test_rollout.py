@@ -220,3 +220,18 @@ def test_feed_forward_minibatches_gather_every_step_once_from_the_rollout(rollou
         step, env = row // config.num_envs, row % config.num_envs
         np.testing.assert_array_equal(batch.action, np.asarray(t.action)[step, env])
         np.testing.assert_array_equal(batch.obs.features, np.asarray(t.obs.features)[step, env])
+
+
+def test_the_masked_action_count_counts_an_illegal_sample(monkeypatch):
+    """The monitor of masked actions (``masked_actions_sampled``, logged per chunk) is no
+    constant 0: a sampler that returns the first illegal action wherever there is one makes
+    it count exactly the steps whose mask forbids some action (the toy forbids moves into
+    walls)."""
+    from purejaxrl import ppo
+    monkeypatch.setattr(ppo, "sample_masked", lambda key, logits, mask: jnp.argmin(mask))
+    setup = rollout_setup(CONFIG.replace(num_steps=8))
+    _, transitions, stats, _, _ = setup["collect"](setup["runner"])
+    forbids = ~np.asarray(transitions.mask).all(axis=-1)
+    assert forbids.any()
+    np.testing.assert_array_equal(np.asarray(stats["masked_actions_sampled"]),
+                                  forbids.astype(np.float32))
