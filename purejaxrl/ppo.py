@@ -874,7 +874,7 @@ def teacher_hooks(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
         objective = critic_objective(env, network, params, config.training_reward,
                                      critic_units(config, return_stats))
         gamma = config.gamma
-    return {**hooks.make_hooks(env.env, fair=True), **objective}, gamma
+    return {**hooks.make_hooks(env.env, fair=True, gamma=gamma), **objective}, gamma
 
 
 def teacher_network(runner: RunnerState) -> tuple[Any, ReturnStatistics]:

@@ -149,10 +149,6 @@ def make_rollout_search(model_env, model_params, settings: RolloutSettings, *,
     def search(key, obs, env_state, memory):
         world_key, node_key, rollout_key = jax.random.split(key, 3)
         legal = legal_actions(obs.action_mask)
-        root_memory, logits, _ = node_fn(memory, node_key, obs, to_model(env_state))
-        ranked = jnp.where(legal, logits, -jnp.inf)
-        _, chosen = jax.lax.top_k(ranked, min(settings.num_candidates, legal.shape[-1]))
-        valid = legal[chosen]
         if sample_world is None:
             worlds = jax.tree.map(lambda x: jnp.broadcast_to(x, (rollouts,) + x.shape),
                                   env_state)
@@ -160,6 +156,13 @@ def make_rollout_search(model_env, model_params, settings: RolloutSettings, *,
             worlds = jax.vmap(sample_world, in_axes=(0, None))(
                 jax.random.split(world_key, rollouts), env_state)
         worlds = jax.vmap(to_model)(worlds)
+        # The root's node sees a drawn world, never the true state (a fair row's node_fn
+        # that read the state would otherwise see what the player cannot).
+        root_memory, logits, _ = node_fn(memory, node_key, obs,
+                                         jax.tree.map(lambda x: x[0], worlds))
+        ranked = jnp.where(legal, logits, -jnp.inf)
+        _, chosen = jax.lax.top_k(ranked, min(settings.num_candidates, legal.shape[-1]))
+        valid = legal[chosen]
         # Keys [rollouts, horizon + 1, 3]: rollout r's, the same for every candidate.
         keys = jax.random.split(rollout_key, rollouts * (settings.horizon + 1) * 3).reshape(
             rollouts, settings.horizon + 1, 3, -1)

@@ -242,11 +242,14 @@ def make_hooks(env: HackMatrix, *, fair: bool, leaf: str = "exit", gamma: float 
                attempts: int = determinize.DEFAULT_ATTEMPTS) -> dict:
     """The keyword arguments of ``purejaxrl.search.make_search_policy`` (less the settings and
     the prior) for a search on ``env``: ``fair`` re-draws the hidden fields of every world
-    (``determinize``), else the worlds are the true state (perfect information)."""
+    (``determinize``), else the worlds are the true state (perfect information). ``gamma``
+    is the search's discount: the leaves' and the model's potential shaping's (a critic's
+    gamma for a value leaf: its training paid the shaping at that gamma; until stop 81 the
+    model shaped at 0.99 whatever the search's discount)."""
     if leaf not in LEAF_VALUES:
         raise ValueError(f"leaf must be one of {LEAF_VALUES}, got {leaf!r}")
     model = search_model(env)
-    model_params = model.default_params
+    model_params = model.default_params.replace(shaping_gamma=gamma)
     values = {"exit": lambda: exit_value(gamma), "zero": lambda: zero_value,
               "rollout": lambda: rollout_value(model, model_params, gamma, ROLLOUT_STEPS)}
     sample_world = None

@@ -415,8 +415,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                 worlds = args.search_worlds if fair else 1
                 settings = SearchSettings(num_simulations=simulations, num_worlds=worlds,
                                           gamma=gamma, **scales)
-                hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf),
-                         **objective}
+                hooks = {**search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf,
+                                                   gamma=gamma), **objective}
                 if recurrent and (prior == "checkpoint" or value_leaf):
                     # The network's hidden state travels down every path of the tree.
                     hooks["node_fn"] = network_node(
@@ -482,7 +482,8 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
     on (``RolloutSettings.hold_steps``)."""
     from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_policy
     from purejaxrl.search import network_node, network_prior, uniform_prior, with_value_bonus
-    hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf), **objective}
+    hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf, gamma=gamma),
+             **objective}
     leaf_value = hooks.pop("leaf_value")
     value_leaf = args.search_leaf == VALUE_LEAF
     memory = ()

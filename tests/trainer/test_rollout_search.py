@@ -120,6 +120,26 @@ def test_the_memory_travels_along_each_rollout_and_the_roots_comes_back():
     assert int(find(jax.random.PRNGKey(0), obs, state, jnp.int32(-100))[0]) == 0
 
 
+def test_the_roots_node_sees_a_drawn_world_not_the_true_state():
+    """In a fair search the root's network call gets a drawn world (here: the true state
+    marked by the world sampler) like every node below it, never the true state: a node whose
+    logits read the state ranks action 1 first in a world and action 0 on the true state,
+    and with one candidate the ranking alone decides."""
+    fork = Fork()
+
+    def node_fn(memory, key, obs, state):
+        drawn = state >= 10
+        return memory, jnp.where(drawn, jnp.array([0.0, 1.0]), jnp.array([1.0, 0.0])), 0.0
+
+    settings = rollout_search.RolloutSettings(num_rollouts=2, horizon=0, gamma=0.99,
+                                              num_candidates=1)
+    find = jax.jit(rollout_search.make_rollout_search(
+        fork, None, settings, node_fn=node_fn, sample_world=lambda key, state: state + 10,
+        reward_fn=lambda reward, info: info["reward_breakdown"]["gain"]))
+    obs, state = fork.reset(None, None)
+    assert int(find(jax.random.PRNGKey(0), obs, state, ())[0]) == 1
+
+
 def test_only_the_top_candidates_are_scored_and_only_legal_ones_played():
     """With one candidate the search plays the network's favourite legal action, even where
     the other would score more; the unscored action's score is -inf. An illegal favourite is

@@ -1013,3 +1013,14 @@ def test_a_critic_trained_with_the_program_potential_is_no_leaf_value(tmp_path, 
         ppo.build(distilling)
     ppo.build(distilling.with_env_options(program_potential=0.0))
     assert search_hooks.critic_leaf_problem({"program_potential": 0.0}) is None
+
+
+def test_the_model_pays_the_potential_shaping_at_the_searchs_discount():
+    """The search's model shapes with gamma * Phi(s') - Phi(s) at the search's own discount
+    (a critic's gamma for a value leaf: its training paid the shaping at that gamma), not at
+    the env's default 0.99 (until stop 81). The model's params carry it (``shaping_gamma``,
+    which the env's step reads)."""
+    hooks = search_hooks.make_hooks(ENV, fair=False, leaf="zero", gamma=0.999)
+    assert float(hooks["model_params"].shaping_gamma) == 0.999
+    default = search_hooks.make_hooks(ENV, fair=False, leaf="zero")
+    assert float(default["model_params"].shaping_gamma) == search_hooks.DEFAULT_GAMMA
