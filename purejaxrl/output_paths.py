@@ -113,6 +113,19 @@ def prepare_directory(path: str, flag: str) -> None:
     _probe(path, what)
 
 
+def check_directory_creatable(path: str, flag: str) -> None:
+    """Raise ``OutputPathError`` naming ``flag`` unless ``path`` is a directory that takes new
+    files, or does not exist and the nearest directory above it that does takes them (the
+    check of a run's output directory before hours of work; nothing is created)."""
+    what = f"{flag} {path}"
+    existing = os.path.abspath(path)
+    while not os.path.exists(existing):
+        existing = os.path.dirname(existing)
+    if not os.path.isdir(existing):
+        raise OutputPathError(f"{what}: {existing} is not a directory")
+    _probe(existing, what)
+
+
 def write_text(path: str, text: str) -> None:
     """Write ``text`` to ``path`` whole or not at all: into a temporary file beside it, then
     renamed over it, so an interrupted write never leaves a truncated result."""
@@ -131,6 +144,21 @@ def write_text(path: str, text: str) -> None:
         if os.path.exists(handle.name):
             os.unlink(handle.name)
         raise
+
+
+def check_distinct_files(named: list) -> None:
+    """Raise ``OutputPathError`` where two of the (flag, path) pairs (None paths left out)
+    name one file: two outputs of one command, or an output and an input, would overwrite
+    each other (``--overwrite`` allows replacing an earlier result, never this)."""
+    seen = {}
+    for flag, path in named:
+        if path is None:
+            continue
+        real = os.path.realpath(path)
+        if real in seen:
+            raise OutputPathError(f"{flag} {path} is also {seen[real]}: one file cannot be "
+                                  "both")
+        seen[real] = f"{flag} {path}" if flag else path
 
 
 def refuse_output_file(path, flag: str, overwrite: bool = False) -> bool:

@@ -55,6 +55,18 @@ def board_set(summary: dict) -> Optional[tuple]:
     return record.get("env"), record["seed"]
 
 
+def check_games(name: str, games) -> None:
+    """Raise ``PoolError`` unless ``games`` is evaluate.py's per-board record: ``end``,
+    ``length`` and ``return`` (and ``stage`` where the env has stages) lists of one length,
+    at least one game."""
+    fields = [field for field in ("end", "length", "return", "stage")
+              if field != "stage" or field in (games if isinstance(games, dict) else {})]
+    if not isinstance(games, dict) or not all(isinstance(games.get(f), list) for f in fields) \
+            or len({len(games[f]) for f in fields}) != 1 or not games["end"]:
+        raise PoolError(f"{name}: its per-board games are not evaluate.py's (lists "
+                        f"{', '.join(fields)} of one length, at least one game)")
+
+
 def check_disjoint(named: list[tuple[str, dict]]) -> list[str]:
     """Raise ``PoolError`` where two of the (name, summary) pairs played the same boards (the
     same env and seed) or are the same evaluation (identical per-board outcomes); return the
@@ -64,6 +76,7 @@ def check_disjoint(named: list[tuple[str, dict]]) -> list[str]:
         if "games" not in summary:
             raise PoolError(f"{name}: no per-board games (evaluate.py --json writes them); "
                             "it cannot be pooled")
+        check_games(name, summary["games"])
         games = repr(sorted(summary["games"].items()))
         if games in seen_games:
             raise PoolError(f"{name} and {seen_games[games]} hold the same games: one "

@@ -43,10 +43,20 @@ def load_row_games(path: str, row: str, *, ended: str | None = None, count: int 
         rows = ", ".join(results) if isinstance(results, dict) else "none"
         raise RecordedGamesError(f"{path} has no row {row!r} (rows: {rows})")
     summary = results[row]
+    if not isinstance(summary, dict) or not isinstance(summary.get("games", {}), dict):
+        raise RecordedGamesError(f"row {row!r} of {path} is not an evaluation row (evaluate.py "
+                                 "--json writes them)")
     games, made = summary.get("games", {}), summary.get("evaluation")
     if "actions" not in games or made is None or "env_options" not in summary:
         raise RecordedGamesError(f"row {row!r} of {path} kept no actions: evaluate it with "
                                  "--record-actions (and --json)")
+    recorded = [games.get(name) for name in ("actions", "length", "end")]
+    if not all(isinstance(values, list) for values in recorded) \
+            or len({len(values) for values in recorded}) != 1 \
+            or not isinstance(made, dict) or not isinstance(made.get("seed"), int):
+        raise RecordedGamesError(f"row {row!r} of {path} is malformed: its games' actions, "
+                                 "lengths and ends must be lists of one length, and its "
+                                 "evaluation record must name the seed")
     loop = summary.get("loop", BOARDS)
     if loop not in LOOPS:
         raise RecordedGamesError(f"row {row!r} of {path} was played by an unknown loop "

@@ -48,7 +48,7 @@ from purejaxrl.learning_benchmark import (DEFAULT_EVAL_EPISODES, DEFAULT_NUM_ENV
                                           check_training_seeds, finished_rows, ledger_overview,
                                           ledger_stage_overview,
                                           read_jsonl, run)
-from purejaxrl.output_paths import add_overwrite_argument
+from purejaxrl.output_paths import add_overwrite_argument, check_directory_creatable
 from purejaxrl.train import train
 
 
@@ -174,6 +174,8 @@ def main(argv=None) -> int:
     default_plot = os.path.join(os.path.dirname(args.ledger) or ".", f"{label}.png")
     plot = args.plot or default_plot
     try:
+        # The run directories go there: found unwritable now, not after the baselines' games.
+        check_directory_creatable(args.checkpoint_dir, "--checkpoint-dir")
         if ledger:
             check_ledger(ledger)
             if os.path.realpath(plot) == os.path.realpath(ledger):

@@ -22,6 +22,7 @@ choose_platforms()  # before anything imports JAX
 from purejaxrl.checkpoint import (CheckpointError, checkpoint_path,  # noqa: E402
                                   load_checkpoint, trim_checkpoint, write_checkpoint_file)
 from purejaxrl.cli.parsing import ArgumentParser  # noqa: E402
+from purejaxrl.output_paths import OutputPathError, prepare_directory  # noqa: E402
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -44,6 +45,15 @@ def main(argv=None) -> int:
     parent = os.path.dirname(os.path.abspath(args.out))
     if not os.path.isdir(parent):
         print(f"error: the directory {parent} does not exist", file=sys.stderr)
+        return 2
+    try:
+        # Takes new files (OUT if it is there, else where it will be): known before the load.
+        if os.path.isdir(args.out):
+            prepare_directory(args.out, "OUT")
+        else:
+            prepare_directory(parent, f"OUT {args.out}: its directory")
+    except OutputPathError as error:
+        print(f"error: {error}", file=sys.stderr)
         return 2
     try:
         checkpoint = load_checkpoint(args.source)

@@ -59,8 +59,8 @@ from purejaxrl import ppo
 from purejaxrl.config import DEFAULT_COMPILE_CACHE_DIR
 from purejaxrl.recorded_games import (BOARDS, LOOPS, RecordedGamesError, game_keys,
                                       load_row_games)
-from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument, check_output_file,
-                                    write_text)
+from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument, check_distinct_files,
+                                    check_output_file, write_text)
 from purejaxrl.networks import (greedy_masked, is_recurrent, make_network, masked_log_probs,
                                 sample_masked, step_recurrent)
 from purejaxrl.policy import PolicyError, config_for_options, env_options_of
@@ -165,12 +165,15 @@ def check_arguments(args) -> None:
         raise WatchError(f"record file not found: {args.replay}")
     if args.evaluation and not os.path.isfile(args.evaluation):
         raise WatchError(f"evaluation file not found: {args.evaluation}")
-    for flag in ("gif", "mp4", "html", "record"):
-        if getattr(args, flag):
-            try:
+    try:
+        check_distinct_files([("--replay", args.replay), ("--evaluation", args.evaluation),
+                              *((f"--{flag}", getattr(args, flag))
+                                for flag in ("gif", "mp4", "html", "record"))])
+        for flag in ("gif", "mp4", "html", "record"):
+            if getattr(args, flag):
                 check_output_file(getattr(args, flag), f"--{flag}", args.overwrite)
-            except OutputPathError as error:
-                raise WatchError(str(error), 2) from None
+    except OutputPathError as error:
+        raise WatchError(str(error), 2) from None
 
 
 # --------------------------------------------------------------------------- checkpoint

@@ -14,7 +14,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
                           ([str(tmp_path), str(taken)], "nothing is overwritten"),
                           ([str(tmp_path), str(tmp_path / "no" / "out")], "does not exist"),
                           ([str(tmp_path), str(tmp_path / "out"), "--envs", "x"],
-                           "invalid int value")):
+                           "invalid int value"),
+                          # before the checkpoint is loaded (until stop 81 a traceback after)
+                          ([str(tmp_path / "none"), "/proc/out"], "cannot write in /proc")):
         code, err = exit_and_stderr(trim.main, args, capsys)
         assert code == 2, err
         assert message in err and len(err.strip().splitlines()) == 1

@@ -60,6 +60,22 @@ def test_the_held_out_key_is_refused_as_a_training_seed(bench, tmp_path):
     assert not ledger.exists()
 
 
+def test_a_checkpoint_directory_that_takes_no_files_is_refused_before_the_baselines(bench,
+                                                                                   tmp_path):
+    """The run directories go under --checkpoint-dir: one that cannot be created or written
+    is refused before any work (until stop 81, after the baselines' games, with their rows
+    already in the ledger); a new directory is not created by the check."""
+    ledger = tmp_path / "ledger.jsonl"
+    (tmp_path / "a-file").write_text("")
+    for where in ("/proc/x", str(tmp_path / "a-file" / "runs")):
+        refused(bench(["--checkpoint-dir", where, "--ledger", str(ledger)]),
+                "--checkpoint-dir")
+    assert not ledger.exists()
+    code, _, calls = bench(["--checkpoint-dir", str(tmp_path / "new" / "runs"),
+                            "--ledger", str(ledger)])
+    assert code == 0 and len(calls) == 1 and not (tmp_path / "new").exists()
+
+
 def test_a_curve_path_matplotlib_cannot_save_to_is_refused(bench, tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     (tmp_path / "curves").mkdir()

@@ -67,6 +67,17 @@ def test_overlapping_board_sets_are_refused():
     assert pooled["unchecked"] == ["old"]
 
 
+def test_per_board_games_that_are_not_evaluate_pys_are_refused():
+    """Pooling reads each game's end, length, return (and stage): a summary whose games are no
+    such lists of one length, or hold no game, is one ``PoolError`` (until stop 81 a
+    KeyError, AttributeError or division by zero)."""
+    good = summary(["won"], [3], seed=1)
+    for games in (3, {"end": ["won"]}, dict(good["games"], length=[10, 10]),
+                  {"end": [], "stage": [], "length": [], "return": []}):
+        with pytest.raises(PoolError, match="not evaluate.py's"):
+            pool([("a", good), ("b", dict(summary(["died"], [2], seed=2), games=games))])
+
+
 def test_evaluations_of_another_checkpoint_or_other_rules_are_refused():
     """Sets of one policy under one set of rules pool; a set played with R9's loop open beside
     one played with it closed (wins the loop bought in an "honest" rate), or by another

@@ -372,6 +372,42 @@ def test_an_evaluation_without_actions_or_row_is_refused(evaluation_file, tmp_pa
     assert code == 2 and "--evaluation JSON and --row ROW go together" in err
 
 
+def error_lines(stderr: str) -> list[str]:
+    return [line for line in stderr.splitlines() if line.startswith("error:")]
+
+
+def test_malformed_rows_and_one_file_for_two_roles_are_refused(evaluation_file, tmp_path,
+                                                                capsys):
+    """Before any work, one line, exit 2: a row that is no evaluation row or whose games'
+    lists disagree (until stop 81 a traceback), and one file named for two roles (an output
+    that is also the input or another output: --overwrite replaces an earlier result, never
+    the evaluation being read) in watch_agent, world_levels and program_timeline."""
+    from scripts import program_timeline, world_levels
+    path, rows = evaluation_file
+    row = rows["search-1"]
+    malformed = tmp_path / "malformed.json"
+    for bad in (1, dict(row, games=5),
+                dict(row, games=dict(row["games"], end=row["games"]["end"][:-1]))):
+        malformed.write_text(json.dumps({"search-1": bad}))
+        code, err = run_main(capsys, "--evaluation", str(malformed), "--row", "search-1")
+        assert code == 2 and len(error_lines(err)) == 1, err
+        assert "Traceback" not in err and ("not an evaluation row" in err
+                                           or "is malformed" in err), err
+    code, err = run_main(capsys, "--evaluation", str(path), "--row", "search-1",
+                         "--gif", str(tmp_path / "a.gif"), "--html", str(tmp_path / "a.gif"))
+    assert code == 2 and "--html" in err and "one file cannot be both" in err
+    code, err = run_main(capsys, "--evaluation", str(path), "--row", "search-1",
+                         "--record", str(path), "--overwrite")
+    assert code == 2 and "one file cannot be both" in err
+    before = open(path).read()
+    for script in (world_levels, program_timeline):
+        assert script.main([str(path), "--row", "search-1", "--json", str(path),
+                            "--overwrite"]) == 2
+        err = capsys.readouterr().err
+        assert "one file cannot be both" in err and len(error_lines(err)) == 1
+    assert open(path).read() == before
+
+
 def test_only_picks_an_evaluations_games_by_how_it_says_they_ended(tmp_path):
     """--only OUTCOME takes the first --shown games of the row that ended so (the board
     numbers are the evaluation's); without --only, the first --episodes boards."""
