@@ -218,8 +218,13 @@ def _check_state_moves(saved: TrainConfig, config: TrainConfig) -> None:
         leaves = jax.tree_util.tree_flatten_with_path(runner_state_template(of))[0]
         return {jax.tree_util.keystr(path): leaf.shape for path, leaf in leaves}
     before, after = shapes(saved), shapes(config)
-    per_device = sorted({key.lstrip(".").split(".")[0] for key in before
-                         if before[key] != after[key]})
+    per_device = {key.lstrip(".").split(".")[0] for key in before if before[key] != after[key]}
+    # A frozen recurrent teacher's memory holds the first distill_envs / num_devices envs of
+    # each device: the same global shape on any device count, other envs on another.
+    if before.get(".teacher.hidden") is not None and saved.distill_envs is not None \
+            and saved.distill_envs < saved.num_envs:
+        per_device.add("teacher")
+    per_device = sorted(per_device)
     if per_device:
         raise ConfigError(
             f"the checkpoint's run keeps its {', '.join(per_device)} per device: it resumes "
@@ -466,6 +471,9 @@ class _Run:
         process 0 writes). Returns the paths written (None on other processes); reports
         nothing: the caller reports after the write."""
         host_runner = distributed.runner_to_host(self.runner)
+        # Every process knows what is saved: a later decision to save (stop_diverged) must be
+        # the same on all of them, since the gather above waits for all.
+        self.update_of_last_save = self.update
         if not self.primary:
             return None
         paths = []
@@ -484,7 +492,6 @@ class _Run:
         for track in self.tracks:
             prune_checkpoints(track.run_dir, self.update, self.options.keep_checkpoints)
         self.last_checkpoint = paths[0] if len(paths) == 1 else self.run_dir
-        self.update_of_last_save = self.update
         return paths
 
     def report_saved(self, paths: Optional[list[str]]) -> None:
@@ -668,7 +675,7 @@ class _Run:
     def stop_diverged(self, failed: str, metrics, done: int, seconds: float) -> None:
         """Save the last finite state (unless it is already saved), log what was done, and
         record why the run stops."""
-        newest_saved = self.update_of_last_save if self.last_checkpoint else \
+        newest_saved = self.update_of_last_save if self.update_of_last_save is not None else \
             int(self.checkpoint["update"]) if self.resuming else 0
         paths = self.save() if self.update > newest_saved else None
         if done:

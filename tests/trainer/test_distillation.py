@@ -562,3 +562,21 @@ def test_hackmatrix_frozen_teacher_stays_the_starting_network(tmp_path, compile_
     assert resumed.updates_done == 3
     assert_trees_equal(jax.device_get(resumed.runner_state.teacher.params),
                        start["runner_state"].params)
+
+
+def test_a_frozen_recurrent_teachers_memory_of_some_envs_keeps_its_device_count():
+    """The frozen recurrent teacher remembers the first distill_envs / num_devices envs of each
+    device: on another device count the same rows would be other envs' games (the global
+    shape does not change, so nothing else would notice). Such a resume is refused before any
+    work; with every env labelled the memory follows the envs and moves."""
+    from purejaxrl.train import check_resume
+    base = TrainConfig(num_envs=8, num_steps=4, num_minibatches=4, total_timesteps=64,
+                       recurrent_core="gru", core_width=8, hidden_width=16, hidden_depth=1,
+                       distill_coef=0.5, distill_frozen_teacher=True, num_devices=4)
+    some = base.replace(distill_envs=4)
+    with pytest.raises(ConfigError, match="keeps its teacher per device: it resumes only on "
+                                          "its 4 devices"):
+        check_resume(some.replace(num_devices=1), {"config": some.to_dict(),
+                                                   "num_processes": 1}, True, 1)
+    check_resume(base.replace(num_devices=1), {"config": base.to_dict(), "num_processes": 1},
+                 True, 1)
