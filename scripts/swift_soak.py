@@ -165,12 +165,13 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
         counts = per_policy[policy]
         counts["trajectories"] += 1
         counts[f"starts_{start}"] += 1
+        step_in_trajectory = None  # set once the first step is played
         try:
             obs = (oracle.reset() if start == "reset"
                    else oracle.set_state(scenarios(crowd=start == "crowd")))
             valid = oracle.swift.valid_actions()
             reached = obs["stage"]
-            for _ in range(max_steps):
+            for step_in_trajectory in range(max_steps):
                 action = policies(policy, valid, oracle.state)
                 reply = oracle.step(action)
                 valid = reply.valid
@@ -198,8 +199,9 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                 departures[divergence.kind] += 1
                 trajectory += 1
                 continue
-            print(f"trajectory {trajectory} ({start}, {policy}), step "
-                  f"{counts['steps']}: {divergence.report()}", flush=True)
+            at = "its start" if step_in_trajectory is None else f"step {step_in_trajectory}"
+            print(f"trajectory {trajectory} ({start}, {policy}), {at}: {divergence.report()}",
+                  flush=True)
             record = {"trajectory": trajectory, "start": start, "policy": policy,
                       "kind": divergence.kind, "action": divergence.action,
                       "differences": divergence.differences[:MAX_REPORTED_DIFFERENCES],
@@ -208,7 +210,9 @@ def soak(oracle: OracleLockstep, *, steps: int, max_steps: int, seed: int,
                 record["dump"] = os.path.join(dump_dir,
                                               DUMP_NAME.format(number=len(divergences)))
                 with open(record["dump"], "wb") as f:
-                    pickle.dump({"state": divergence.state, "swift": divergence.swift._asdict(),
+                    pickle.dump({"state": divergence.state,
+                                 "swift": (divergence.swift._asdict()
+                                           if divergence.swift is not None else None),
                                  "action": divergence.action, "notes": oracle.notes,
                                  "shadow": oracle.shadow}, f)
             divergences.append(record)

@@ -117,3 +117,26 @@ def test_undo_beyond_the_ring_is_the_documented_r3_departure():
     assert not oracle._ring_exhausted(candidate, difference + ["observation.turn: 1 != 2"], swift)
     other = SwiftStep({}, 0.0, False, {}, {}, [0, 1, 3, PROGRAM_ACTION_OFFSET + UNDO])
     assert not oracle._ring_exhausted(candidate, difference, other)
+
+
+def test_a_divergence_at_a_games_start_is_reported_and_dumped(stand_in, tmp_path, capsys,
+                                                               monkeypatch):
+    """A start (reset or setState) Swift answers otherwise has no Swift step to keep: the soak
+    reports it at the trajectory's start and writes its dump with no Swift reply (until stop
+    81 the dump crashed the soak and the report was lost)."""
+    import pickle
+
+    from envs.hackmatrix.swift_io.divergence import OracleDivergence
+    oracle = lockstep(stand_in)
+
+    def diverging_start(*args, **kwargs):
+        raise OracleDivergence("reset", "reset", ["observation.turn: 0 != 1"], "board")
+    monkeypatch.setattr(oracle, "reset", diverging_start)
+    monkeypatch.setattr(oracle, "set_state", diverging_start)
+    report = swift_soak.soak(oracle, steps=10, max_steps=5, seed=3, max_divergences=1,
+                             dump_dir=str(tmp_path))
+    (divergence,) = report["divergences"]
+    assert divergence["kind"] == "reset"
+    assert "), its start: divergence (reset)" in capsys.readouterr().out
+    with open(divergence["dump"], "rb") as handle:
+        assert pickle.load(handle)["swift"] is None
