@@ -57,6 +57,21 @@ def test_slot_placement_realises_either_order_of_two_contending_enemies(compilat
     assert outcomes[(1, 0)] == [(3, 0), (1, 0)]
 
 
+def test_an_adopted_transmissions_countdown_is_checked():
+    """The mirror adopts Swift's new transmissions with Swift's countdown, so only the support
+    check can see a wrong one: a new transmission whose turnsUntilSpawn is not the one every
+    generation path gives (1) is a problem; the right one is none (until stop 81 it was
+    copied unchecked)."""
+    from envs.hackmatrix.swift_io.adoption import spawn_problems
+    oracle = lockstep(None)
+    fn = _mirror_functions(oracle.env, SEARCH_BATCH)
+    before = jax.tree.map(np.array, jax.device_get(set_state(
+        {"player": {"row": 0, "col": 0}})))
+    assert spawn_problems(fn, before, [(3, 3)], 1, countdowns=[1]) == []
+    (problem,) = spawn_problems(fn, before, [(3, 3)], 1, countdowns=[2])
+    assert problem == "spawn: a new transmission's countdown is not 1: [((3, 3), 2)]"
+
+
 def crowd(program: int, enemies: int, kind: int | None = None) -> dict:
     """A scenario with ``enemies`` enemies around the player and ``program`` owned."""
     cells = [(r, c) for r in range(6) for c in range(6) if (r, c) not in ((0, 0), (5, 5))]

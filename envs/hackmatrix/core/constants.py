@@ -62,6 +62,9 @@ SIPHON_SCHEDULE_DELAY = 5
 MIN_BLOCKS, MAX_BLOCKS = 5, 11
 LAYOUT_ATTEMPTS = 100
 SPAWN_TRIES = 100
+# A new transmission (at a stage start or spawned in game) hatches after this many enemy turns
+# (game-rules §1 "Transmission timer at creation", §2.6: every generation path uses 1).
+NEW_TRANSMISSION_TURNS = 1
 
 # Rewards (programs-rewards-observation §8.2).
 STAGE_REWARD_TABLE = np.array([1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0, 100.0], np.float32)

@@ -15,7 +15,7 @@ import numpy as np
 from flax import struct
 
 from . import bitboard as bb
-from .constants import BLOCK, GRID, N_CELLS, N_ENEMY_TYPES, SPAWN_TRIES
+from .constants import BLOCK, GRID, N_CELLS, N_ENEMY_TYPES, NEW_TRANSMISSION_TURNS, SPAWN_TRIES
 from .entities import append_transmission, cell_index, enemy_cell_mask, transmission_cell_mask
 from .rng import uniform_below, unit_interval
 from .sparse import ragged_loop
@@ -111,7 +111,7 @@ def _spawn_one(index, carry: _Spawning, consts: _SpawnConsts) -> _Spawning:
     cell = jnp.argmax(chosen).astype(jnp.int32)
     kind = uniform_below(bits[3], N_ENEMY_TYPES)
     spawned = append_transmission(
-        carry, found, cell // GRID, cell % GRID, kind, turns=1,
+        carry, found, cell // GRID, cell % GRID, kind, turns=NEW_TRANSMISSION_TURNS,
         from_scheduled=index < consts.scheduled_below, from_siphon=index >= consts.siphon_from)
     return spawned.replace(taken=carry.taken | (chosen & found))
 

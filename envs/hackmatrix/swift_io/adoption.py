@@ -11,8 +11,8 @@ import jax
 import numpy as np
 
 from ..core.constants import (ACTION_SIPHON, BLOCK, CORNER_CELLS, DATA_SIPHON, EMPTY, EXIT, GRID,
-                              IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, N_CELLS, PROGRAM_ACTION_OFFSET,
-                              PROGRAM_SPAWN_COST, SIPHON_SCHEDULE_DELAY)
+                              IS_CORNER, MAX_BLOCKS, MIN_BLOCKS, N_CELLS, NEW_TRANSMISSION_TURNS,
+                              PROGRAM_ACTION_OFFSET, PROGRAM_SPAWN_COST, SIPHON_SCHEDULE_DELAY)
 
 QUESTION_SPAWN_RANGE = (1, 9)  # a question block's spawn count before REDUC (points or cost)
 _UNLIKELY = 1e-6  # a Swift outcome rarer than this under the rules fails its support check
@@ -224,12 +224,20 @@ def board_problems(fn, state, obs, exit_cell) -> list:
     return problems
 
 
-def spawn_problems(fn, before, cells, requested) -> list:
+def spawn_problems(fn, before, cells, requested, countdowns=None) -> list:
     """Are Swift's new transmissions a possible output of spawnRandomTransmissions (§3.6)? Each
     on a spawn-empty cell; in the line of fire only if pass 1 (100 tries for an empty cell out of
-    it) plausibly failed; fewer than asked only if both passes plausibly failed."""
+    it) plausibly failed; fewer than asked only if both passes plausibly failed; each new one's
+    countdown (``countdowns``: Swift's turnsUntilSpawn, in ``cells``' order) the one every
+    generation path gives (``NEW_TRANSMISSION_TURNS``: the mirror adopts Swift's, so only this
+    check sees a wrong one)."""
     spawn_empty, line_of_fire = (np.asarray(m) for m in fn.spawn_masks(before))
     problems = []
+    wrong = [(cell, turns) for cell, turns in zip(cells, countdowns or [])
+             if turns != NEW_TRANSMISSION_TURNS]
+    if wrong:
+        problems.append(f"spawn: a new transmission's countdown is not "
+                        f"{NEW_TRANSMISSION_TURNS}: {wrong}")
     chosen = [r * 6 + c for r, c in cells]
     if any(not spawn_empty[c] for c in chosen):
         problems.append(f"spawn: a transmission on a cell that is not spawn-empty: {cells}")

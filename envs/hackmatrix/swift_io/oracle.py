@@ -158,6 +158,11 @@ def _mirror_functions(env, search_batch: int):
 _SIPHON_QUALITY_BATCH = 64  # siphon-quality variants evaluated per call (one compiled shape)
 
 
+def _countdowns(obs, cells) -> list:
+    """Swift's turnsUntilSpawn of the transmissions on ``cells`` of its observation."""
+    return [obs["cells"][r][c]["transmission"]["turnsUntilSpawn"] for r, c in cells]
+
+
 class OracleLockstep:
     """Swift's game, step by step, with a JAX mirror that must reproduce every reply.
 
@@ -748,7 +753,8 @@ class OracleLockstep:
         before = jax.tree.map(np.array, state)
         state, added = self._append_transmissions(state, notes, obs, [(False, False)] * N_CELLS)
         return state, (board_problems(self.fn, before, obs, exit_cell)
-                       + spawn_problems(self.fn, before, added, int(state.stage)))
+                       + spawn_problems(self.fn, before, added, int(state.stage),
+                                        _countdowns(obs, added)))
 
     def _adopt_spawns(self, state, pre, notes, obs, requested, first_new_seq):
         """Scheduled and siphon transmissions of this enemy turn (§7.2 steps 5-6): Swift's cells
@@ -761,7 +767,8 @@ class OracleLockstep:
         mixed = n_scheduled > 0 and n_siphon > 0
         flags = [(i < n_scheduled, i >= n_scheduled) for i in range(n_scheduled + n_siphon)]
         state, added = self._append_transmissions(state, notes, obs, flags, mixed=mixed)
-        problems = spawn_problems(self.fn, before, added, n_scheduled + n_siphon)
+        problems = spawn_problems(self.fn, before, added, n_scheduled + n_siphon,
+                                  _countdowns(obs, added))
         return state, problems
 
     def _append_transmissions(self, state, notes, obs, flags, mixed=False):
