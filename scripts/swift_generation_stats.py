@@ -19,7 +19,9 @@ kinds (data / program / question), data points, programs, resources (credits/ene
 totals), transmission count, cells and enemy types, question contents (points / program). A last
 sample set ("spawns") compares the cells of in-game spawns from two fixed scenarios: a scheduled
 spawn whose line of fire is shaped by an enemy, a block and a transmission, and four siphon
-spawns in one call.
+spawns in one call; another ("outcomes") the frequencies of one step's random outcomes from
+fixed scenarios: WARP's target among two enemies and two transmissions, POLY's new type, and
+which of two contending daemons moves first (the soak reproduces each outcome, not its law).
 One-value-per-board features use a chi-square homogeneity test (sparse tail categories merged to
 an expected count of 5). Many-values-per-board features (cells, points, programs, ...) are summed
 per board and compared with the chi-square statistic of their totals, its p-value taken from
@@ -49,7 +51,8 @@ from scipy import stats
 
 from envs.hackmatrix import HackMatrix
 from envs.hackmatrix.core.constants import (ACTION_SIPHON, CORNERS, ENEMY_NAMES, GRID,
-                                            N_PROGRAMS, N_STAGES, PROGRAM_ACTION_OFFSET, WAIT)
+                                            N_PROGRAMS, N_STAGES, POLY, PROGRAM_ACTION_OFFSET,
+                                            WAIT, WARP)
 from envs.hackmatrix.swift_io.engines import ProtocolEngine
 from envs.hackmatrix.swift_io.protocol import enable_server_compile_cache
 from envs.hackmatrix.swift_io.swift_build import add_binary_option, binary_label, check_binary
@@ -62,6 +65,7 @@ from purejaxrl.output_paths import add_overwrite_argument, refuse_output_file, w
 
 MOVE_RIGHT = 3
 SPAWNS = "spawns"  # the sample set of in-game spawns (SPAWN_SCENARIOS)
+OUTCOMES = "outcomes"  # the sample set of one step's random outcomes (OUTCOME_SCENARIOS)
 BATCH = 2000  # our boards generated per jitted call
 
 
@@ -208,6 +212,69 @@ def spawn_features(spawned: list) -> dict:
     return {"cells": ("counts", cells), "count": ("categorical", cells.sum(axis=1))}
 
 
+# One step's random outcome from fixed scenarios: WARP's target (§4.4: uniform over the enemies
+# and transmissions), POLY's new type (§4.5: uniform over the three others) and the enemies'
+# shuffled order (§7.4: two daemons contend for one cell, whoever moves first takes it). The
+# soak's mirror reproduces Swift's outcome of each (a key search or a fit), so only these
+# frequencies test the laws themselves.
+WARP_ACTION, POLY_ACTION = PROGRAM_ACTION_OFFSET + WARP, PROGRAM_ACTION_OFFSET + POLY
+
+
+def _polymorphed_type(obs) -> int:
+    """The one enemy's type; none shown is a cryptog out of the player's line (every other
+    type is always shown, §9.1)."""
+    shown = [ENEMY_NAMES.index(cell["enemy"]["type"]) for row in obs["cells"] for cell in row
+             if "enemy" in cell]
+    return shown[0] if shown else ENEMY_NAMES.index("cryptog")
+
+
+OUTCOME_SCENARIOS = {
+    "WARP target (the player's cell)": (
+        {"player": {"row": 0, "col": 0, "credits": 2, "energy": 2},
+         "ownedPrograms": [WARP_ACTION],
+         "enemies": [{"type": "virus", "row": 3, "col": 3, "hp": 2},
+                     {"type": "daemon", "row": 5, "col": 2, "hp": 3}],
+         "transmissions": [{"row": 4, "col": 1, "turnsRemaining": 3, "enemyType": "daemon"},
+                           {"row": 2, "col": 5, "turnsRemaining": 3, "enemyType": "virus"}]},
+        WARP_ACTION, lambda obs: obs["playerRow"] * GRID + obs["playerCol"]),
+    "POLY new type": (
+        {"player": {"row": 0, "col": 0, "credits": 1, "energy": 1},
+         "ownedPrograms": [POLY_ACTION],
+         "enemies": [{"type": "daemon", "row": 4, "col": 4, "hp": 2}]},
+        POLY_ACTION, _polymorphed_type),
+    "enemy order (the first daemon took the contested cell)": (
+        {"player": {"row": 0, "col": 0, "energy": 30}, "ownedPrograms": [WAIT_ACTION],
+         "blocks": [{"row": 1, "col": 0, "type": "data"}, {"row": 1, "col": 1, "type": "data"}],
+         "enemies": [{"type": "daemon", "row": 0, "col": 3, "hp": 3},
+                     {"type": "daemon", "row": 1, "col": 2, "hp": 3}]},
+        WAIT_ACTION, lambda obs: int("enemy" in obs["cells"][2][2])),
+}
+
+
+def swift_outcomes(engine: ProtocolEngine, scenario: dict, action: int, outcome, count: int
+                   ) -> np.ndarray:
+    """``outcome(observation)`` after the step, ``count`` times on Swift."""
+    values = []
+    for _ in range(count):
+        engine.set_state(scenario)
+        values.append(outcome(engine.step(action).observation))
+    return np.asarray(values, np.int64)
+
+
+def jax_outcomes(env: HackMatrix, scenario: dict, action: int, outcome, count: int, key
+                 ) -> np.ndarray:
+    """The same from our engine (jit + vmap over keys), read from the same observation."""
+    start = set_state(scenario)
+    values = []
+    while len(values) < count:
+        key, batch_key = jax.random.split(key)
+        batch = jax.device_get(_steps(env)(jax.random.split(batch_key, BATCH), start,
+                                           np.int32(action))).replace(history=None)
+        for i in range(min(BATCH, count - len(values))):
+            values.append(outcome(raw_observation(jax.tree.map(lambda x, i=i: x[i], batch))))
+    return np.asarray(values, np.int64)
+
+
 # --- features -----------------------------------------------------------------------------------
 
 def features(records: list, stage: int) -> dict:
@@ -311,8 +378,8 @@ def _mean(values):
 # --- the run ------------------------------------------------------------------------------------
 
 def run_stage(swift_engine, env, stage, boards, permutations, seed):
-    """Rows of one sample set: a stage's boards (``stage`` 1..8) or the in-game spawns
-    (``stage`` "spawns")."""
+    """Rows of one sample set: a stage's boards (``stage`` 1..8), the in-game spawns
+    (``stage`` "spawns") or one step's random outcomes (``stage`` "outcomes")."""
     rng = np.random.default_rng(seed)
     key = jax.random.PRNGKey(seed)
     started = time.time()
@@ -320,6 +387,9 @@ def run_stage(swift_engine, env, stage, boards, permutations, seed):
         swift = {f"{name}: {feature}": value for name, (scenario, action) in SPAWN_SCENARIOS.items()
                  for feature, value in spawn_features(
                      swift_spawns(swift_engine, scenario, action, boards)).items()}
+    elif stage == OUTCOMES:
+        swift = {name: ("categorical", swift_outcomes(swift_engine, *scenario, boards))
+                 for name, scenario in OUTCOME_SCENARIOS.items()}
     else:
         swift = features(swift_boards(swift_engine, stage, boards), stage)
     swift_s = time.time() - started
@@ -328,6 +398,11 @@ def run_stage(swift_engine, env, stage, boards, permutations, seed):
         ours = {f"{name}: {feature}": value for name, (scenario, action) in SPAWN_SCENARIOS.items()
                 for feature, value in spawn_features(
                     jax_spawns(env, scenario, action, boards, key)).items()}
+    elif stage == OUTCOMES:
+        ours = {}
+        for name, scenario in OUTCOME_SCENARIOS.items():
+            key, outcome_key = jax.random.split(key)
+            ours[name] = ("categorical", jax_outcomes(env, *scenario, boards, outcome_key))
     else:
         ours = features(jax_boards(env, stage, boards, key), stage)
     jax_s = time.time() - started
@@ -360,8 +435,9 @@ def main(argv=None) -> int:
     add_binary_option(parser)
     parser.add_argument("--boards", type=int, default=10_000, help="boards per stage and engine")
     parser.add_argument("--stages", nargs="+", default=[str(s) for s in range(1, N_STAGES + 1)]
-                        + [SPAWNS], help=f"stages 1..{N_STAGES} and/or '{SPAWNS}' (in-game "
-                        "spawns from fixed scenarios)")
+                        + [SPAWNS, OUTCOMES], help=f"stages 1..{N_STAGES} and/or '{SPAWNS}' "
+                        f"(in-game spawns from fixed scenarios) and/or '{OUTCOMES}' (WARP's "
+                        "target, POLY's type and the enemies' order from fixed scenarios)")
     parser.add_argument("--permutations", type=int, default=2000)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--json", metavar="PATH", default=None, help="write the JSON report here")
@@ -370,10 +446,10 @@ def main(argv=None) -> int:
     check_binary(parser, args.binary)
     if refuse_output_file(args.json, "--json", args.overwrite):
         return 2
-    valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS]
+    valid = [str(s) for s in range(1, N_STAGES + 1)] + [SPAWNS, OUTCOMES]
     if any(s not in valid for s in args.stages):
         parser.error(f"--stages takes {' '.join(valid)}")
-    stages = [s if s == SPAWNS else int(s) for s in args.stages]
+    stages = [s if s in (SPAWNS, OUTCOMES) else int(s) for s in args.stages]
     enable_server_compile_cache()
     env = HackMatrix()
     report = {"binary": binary_label(args.binary), "boards_per_stage": args.boards,
@@ -386,7 +462,8 @@ def main(argv=None) -> int:
             failures += [(stage, feature) for feature in failed]
             report["stages"][str(stage)] = {"rows": rows, "swift_seconds": round(swift_s, 1),
                                             "jax_seconds": round(jax_s, 1)}
-            print(f"{'stage ' if stage != SPAWNS else ''}{stage}: {args.boards} samples each "
+            print(f"{'stage ' if stage not in (SPAWNS, OUTCOMES) else ''}{stage}: "
+                  f"{args.boards} samples each "
                   f"(Swift {swift_s:.0f} s, JAX {jax_s:.0f} s)", flush=True)
             for row in rows:
                 note = f"  (again: {row['confirmation_p']:.4f})" if "confirmation_p" in row else ""

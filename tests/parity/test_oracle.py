@@ -72,6 +72,21 @@ def test_an_adopted_transmissions_countdown_is_checked():
     assert problem == "spawn: a new transmission's countdown is not 1: [((3, 3), 2)]"
 
 
+def test_outcome_frequencies_run_against_a_protocol_engine(protocol_engine):
+    """scripts/swift_generation_stats.py's outcome set (WARP's target, POLY's type, the enemies'
+    order: laws the soak's mirror reproduces case by case but never counts) against our own
+    server standing in for Swift: every scenario's outcome is random on both sides (more than
+    one value each) and no law differs (the script's confirmation rule). Against the binary:
+    tests/parity/test_swift_oracle.py."""
+    from envs.hackmatrix import HackMatrix
+    from scripts import swift_generation_stats as stats
+    rows, failures, _, _ = stats.checked_stage(protocol_engine, HackMatrix(), stats.OUTCOMES,
+                                               200, 100, 0)
+    assert [row["feature"] for row in rows] == list(stats.OUTCOME_SCENARIOS)
+    assert all(row["test"].startswith("chi-square") for row in rows), rows
+    assert failures == []
+
+
 def crowd(program: int, enemies: int, kind: int | None = None) -> dict:
     """A scenario with ``enemies`` enemies around the player and ``program`` owned."""
     cells = [(r, c) for r in range(6) for c in range(6) if (r, c) not in ((0, 0), (5, 5))]
