@@ -32,7 +32,7 @@ where an env lacks it, so a plain gymnax env trains unchanged.
 | ``flat_observation(obs) -> f32[D]`` | the observation as one vector (the ``flat`` encoder) | every leaf flattened, concatenated |
 | ``board_view(obs) -> BoardView`` | a board around a player (the ``egocentric`` encoder) | none: no egocentric encoder |
 | ``version`` | the env's contract version; a checkpoint of another version is refused | none |
-| ``search_hooks`` | the search's model, worlds, leaf values and the stage a state is on (``purejaxrl/search.py``, evaluate.py's search rows) | no search rows |
+| ``search_hooks`` | the search's model, worlds, leaf values and the stage a state is on (``purejaxrl/search.py``, evaluate.py's search rows): ``DEFAULT_GAMMA`` and ``make_hooks(env, *, fair, gamma)``, the hooks of a search that discounts by ``gamma`` (its model's shaping pays at it) | no search rows |
 | ``exploration_target(obs) -> (bool, i32)`` | whether the state offers an action a policy rarely tries but should see taken, and that action (always legal where offered): ``--explore-share`` takes it in a share of such states | the share is refused |
 | ``action_groups`` | ``((name, (action, ...)), ...)``: a partition of the actions into kinds (the group-entropy bonus, ``--group-entropy-coef``) | no groups: the bonus is refused |
 

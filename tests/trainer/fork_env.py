@@ -19,8 +19,8 @@ class ForkSearchHooks:
     DEFAULT_GAMMA = 0.99
 
     @staticmethod
-    def make_hooks(env, *, fair: bool) -> dict:
-        del fair
+    def make_hooks(env, *, fair: bool, gamma: float = DEFAULT_GAMMA) -> dict:
+        del fair, gamma  # every world is the true state; the fork's model has no shaping
         return dict(model_env=env, model_params=None, to_model=lambda state: state,
                     sample_world=None,
                     reward_fn=lambda reward, info: info["reward_breakdown"]["gain"],
