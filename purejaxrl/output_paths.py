@@ -161,10 +161,16 @@ def check_distinct_files(named: list) -> None:
         seen[real] = f"{flag} {path}" if flag else path
 
 
-def refuse_output_file(path, flag: str, overwrite: bool = False) -> bool:
+def refuse_output_file(path, flag: str, overwrite: bool = False, inputs=()) -> bool:
     """For a script's ``main``: print ``output_file_error``'s message as the one ``error:``
-    line and return True where ``path`` cannot be written (the caller exits 2)."""
-    message = output_file_error(path, flag, overwrite)
+    line and return True where ``path`` cannot be written, or is one of the (name, path)
+    ``inputs`` (``check_distinct_files``) (the caller exits 2)."""
+    try:
+        check_distinct_files([*inputs, (flag, path)])
+        message = None
+    except OutputPathError as error:
+        message = str(error)
+    message = message or output_file_error(path, flag, overwrite)
     if message:
         print(f"error: {message}", file=sys.stderr)
     return message is not None

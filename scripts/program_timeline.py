@@ -31,8 +31,7 @@ import jax.numpy as jnp  # noqa: E402
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
 from purejaxrl.evaluation import END_CAUSES  # noqa: E402
-from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
-                                    check_distinct_files, refuse_output_file,
+from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
                                     write_text)
 from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
                                       load_row_env, replay_inputs)
@@ -122,12 +121,8 @@ def format_table(rows: list, program: str) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    try:
-        check_distinct_files([("the evaluation", args.evaluation), ("--json", args.json)])
-    except OutputPathError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return 2
-    if refuse_output_file(args.json, "--json", args.overwrite):
+    if refuse_output_file(args.json, "--json", args.overwrite,
+                          inputs=[("the evaluation", args.evaluation)]):
         return 2
     try:
         recorded, env, env_params = load_row_env(args.evaluation, args.row, "hackmatrix",
