@@ -213,6 +213,10 @@ class TrainConfig:
     # The tree teacher's target: "policy", its improved policy; "move", its best move,
     # weighing only where it overrules the fitted network's greedy move.
     distill_target: str = struct.field(pytree_node=False, default="policy")
+    # Labels kept across updates (purejaxrl/label_replay.py): 0 fits each update's fresh labels
+    # alone; N keeps the last N labelled states (split over the devices) and every minibatch
+    # fits an equal share of all of them. Sound with a frozen teacher, whose labels never age.
+    distill_replay: int = struct.field(pytree_node=False, default=0)
     # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
     # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
     # windows with a recurrent core) whose return still beats the critic; the replay holds
@@ -389,6 +393,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_prior_mix": 0.0, "distill_teacher": "tree",
                       "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
                       "distill_frozen_teacher": False, "distill_target": "policy",
+                      "distill_replay": 0,
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
@@ -626,6 +631,23 @@ def validate_config(config: TrainConfig) -> None:
              "equal share of the envs' search targets")
     need(not config.distill_frozen_teacher or config.distill_coef > 0,
          "--distill-frozen-teacher needs --distill-coef C > 0 (the teacher it freezes)")
+    need(isinstance(config.distill_replay, int) and not isinstance(config.distill_replay, bool)
+         and config.distill_replay >= 0,
+         f"--distill-replay must be an integer >= 0, got {config.distill_replay!r}")
+    if config.distill_replay > 0:
+        need(config.distill_coef > 0,
+             "--distill-replay needs --distill-coef C > 0 (the labels it keeps)")
+        need(config.distill_teacher == "tree",
+             "--distill-replay applies to --distill-teacher tree only")
+        devices, labelled = config.num_devices, config.distill_envs_per_device
+        need(config.distill_replay % devices == 0
+             and (config.distill_replay // devices) % config.num_minibatches == 0,
+             f"--distill-replay {config.distill_replay} must be a multiple of the device count "
+             f"({devices}) times --num-minibatches ({config.num_minibatches}): each device "
+             "keeps its share and every minibatch fits an equal part of it")
+        need(config.distill_replay // devices >= labelled,
+             f"--distill-replay {config.distill_replay} must hold at least one update's labels "
+             f"({labelled * devices})")
     need(isinstance(config.sil_coef, (int, float)) and config.sil_coef >= 0,
          f"--sil-coef must be >= 0, got {config.sil_coef!r}")
     if config.sil_coef > 0:

@@ -41,7 +41,7 @@ from purejaxrl.config import (BOARD_ENCODERS, ConfigError, TrainConfig, check_en
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
-from purejaxrl import self_imitation
+from purejaxrl import label_replay, self_imitation
 from purejaxrl.search import (SearchSettings, critic_objective,
                               make_recurrent_search_teacher, make_search_teacher, network_node,
                               network_prior)
@@ -215,6 +215,9 @@ class RunnerState:
     replay: self_imitation.ReplayWindows | None = None
     # Distillation's frozen teacher (``--distill-frozen-teacher``), None without one.
     teacher: FrozenTeacher | None = None
+    # Distillation's kept labels (``--distill-replay``, purejaxrl/label_replay.py), None
+    # without them.
+    labels: label_replay.LabelReplay | None = None
 
 
 @struct.dataclass
@@ -308,11 +311,12 @@ def nonfinite_bits(metrics: UpdateMetrics, params, num_seeds: int) -> jax.Array:
 
 def runner_state_specs(num_seeds: int = 1, curriculum: bool = False,
                        recurrent: bool = False, replay: bool = False,
-                       teacher: bool = False) -> RunnerState:
+                       teacher: bool = False, labels: bool = False) -> RunnerState:
     """PartitionSpecs: per-env fields split over the device axis, the rest replicated. With
     ``num_seeds > 1`` every field has a leading seed axis (never split). Each device's
-    curriculum archive and self-imitation replay are its own (split); a recurrent core's
-    hidden state is per env, and so is a frozen teacher's memory (of the labelled envs)."""
+    curriculum archive, self-imitation replay and kept distillation labels are its own
+    (split); a recurrent core's hidden state is per env, and so is a frozen teacher's memory
+    (of the labelled envs)."""
     split, same = (P(DEVICE_AXIS), P()) if num_seeds == 1 else (P(None, DEVICE_AXIS), P())
     return RunnerState(params=same, opt_state=same, env_state=split, obs=split, env_keys=split,
                        update_key=same, episode=split, return_stats=same, update_step=same,
@@ -321,14 +325,15 @@ def runner_state_specs(num_seeds: int = 1, curriculum: bool = False,
                        replay=split if replay else None,
                        teacher=FrozenTeacher(params=same, return_stats=same,
                                              hidden=split if recurrent else None)
-                       if teacher else None)
+                       if teacher else None,
+                       labels=split if labels else None)
 
 
 def config_runner_state_specs(config: TrainConfig) -> RunnerState:
     """``runner_state_specs`` for the runner state of ``config``."""
     return runner_state_specs(config.num_seeds, config.curriculum_share > 0,
                               config.recurrent_core != "none", config.sil_coef > 0,
-                              config.distill_frozen_teacher)
+                              config.distill_frozen_teacher, config.distill_replay > 0)
 
 
 # ---------------------------------------------------------------------------- 3. init
@@ -403,6 +408,11 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
             teacher = FrozenTeacher(
                 params=params, return_stats=ReturnStatistics.initial(),
                 hidden=None if hidden is None else network.initial_hidden(labelled))
+        labels = None
+        if config.distill_replay > 0:
+            # This device's share of the kept labels (``count`` of the ``num_envs`` envs).
+            labels = label_replay.empty_replay(obs, env.action_mask(obs), hidden,
+                                               config.distill_replay * count // config.num_envs)
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
             env_keys=rows(env_key), update_key=update_key,
@@ -413,7 +423,7 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
                                         discounted_returns=jnp.zeros(count, jnp.float32)),
             return_stats=ReturnStatistics.initial(),
             update_step=jnp.int32(0), curriculum=archive, hidden=hidden, replay=replay,
-            teacher=teacher)
+            teacher=teacher, labels=labels)
 
     def init(first_env, count):
         if config.num_seeds == 1:
@@ -491,7 +501,8 @@ def shard_runner_state(runner: RunnerState, mesh: Mesh, num_seeds: int = 1) -> R
                         runner_state_specs(num_seeds, runner.curriculum is not None,
                                            runner.hidden is not None,
                                            runner.replay is not None,
-                                           runner.teacher is not None), runner,
+                                           runner.teacher is not None,
+                                           runner.labels is not None), runner,
                         is_leaf=lambda x: isinstance(x, P))
 
 
@@ -1070,9 +1081,13 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     if runner.teacher is not None and runner.teacher.hidden is not None:
         runner = runner.replace(teacher=runner.teacher.replace(
             hidden=advance_teacher_memory(runner.teacher, transitions, env, network)))
+    labels = runner.labels
     if config.distill_coef > 0:
         distill = search_distillation_targets(
             runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))
+        if labels is not None:  # this update's labels join the kept ones, all fitted
+            labels = label_replay.store(labels, distill, runner.update_step)
+            distill = label_replay.fitted_labels(labels)
     replay = runner.replay
     if replay is not None:
         replay = self_imitation.store(replay, transitions, targets, window_hidden,
@@ -1091,7 +1106,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
         explained_variance=explained_variance(transitions.value, targets, axis_name),
         learning_rate=jnp.asarray(learning_rate, jnp.float32), nonfinite=jnp.float32(0.0))
     runner = runner.replace(params=params, opt_state=opt_state, update_key=update_key,
-                            update_step=runner.update_step + 1, replay=replay)
+                            update_step=runner.update_step + 1, replay=replay, labels=labels)
     return runner, metrics
 
 

@@ -68,7 +68,8 @@ _CONFIG_FLAGS = (
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
     "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
     "distill_rollouts", "distill_min_gain", "distill_envs", "distill_frozen_teacher",
-    "distill_target", "sil_coef", "sil_windows", "sil_windows_per_update", "num_devices",
+    "distill_target", "distill_replay", "sil_coef", "sil_windows", "sil_windows_per_update",
+    "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
 _AUTO_SCALED_FLAGS = ("num_minibatches", "update_epochs", "num_devices", "max_episode_steps")
@@ -182,6 +183,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the tree teacher's target: policy (its improved policy, "
                               "default) or move (its best move, weighing only where it "
                               "overrules the network's greedy move)")
+    distill.add_argument("--distill-replay", type=int, metavar="N",
+                         help="keep the last N labelled states and fit every minibatch to an "
+                              "equal share of them all, not only to this update's labels "
+                              "(tree teacher; best with --distill-frozen-teacher, whose labels "
+                              "never age; default 0: fresh labels only)")
     sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
     sil.add_argument("--sil-coef", type=finite_float, metavar="C",
                      help="weight of self-imitation: each minibatch also imitates the actions "

@@ -533,7 +533,10 @@ def test_hackmatrix_frozen_teacher_stays_the_starting_network(tmp_path, compile_
     """A GRU run started from a checkpoint's weights with --distill-frozen-teacher (the first
     8 of 16 envs labelled): after two updates the fitted network has moved while the teacher
     is still the checkpoint's network and return statistics, bit for bit, with a memory for
-    each labelled env; the run resumes from its own checkpoint with that same teacher."""
+    each labelled env; the run resumes from its own checkpoint with that same teacher. The
+    labels are kept (--distill-replay 16: two updates of 8 fill the ring) and come back with
+    the checkpoint: the third update overwrites the first update's slots and keeps the
+    second's."""
     from purejaxrl.checkpoint import load_checkpoint
     from purejaxrl.train import train
     from tests.trainer.toy_run import assert_trees_equal, options
@@ -543,7 +546,8 @@ def test_hackmatrix_frozen_teacher_stays_the_starting_network(tmp_path, compile_
     start = load_checkpoint(source.last_checkpoint)
     config = source_config.replace(total_timesteps=256, distill_coef=0.5,
                                    distill_simulations=4, distill_envs=8,
-                                   distill_leaf="value", distill_frozen_teacher=True)
+                                   distill_leaf="value", distill_frozen_teacher=True,
+                                   distill_replay=16)
     run = train(config, options(tmp_path / "frozen", compile_cache_dir), checkpoint=start,
                 weights_only=True)
     assert run.updates_done == 2
@@ -562,6 +566,13 @@ def test_hackmatrix_frozen_teacher_stays_the_starting_network(tmp_path, compile_
     assert resumed.updates_done == 3
     assert_trees_equal(jax.device_get(resumed.runner_state.teacher.params),
                        start["runner_state"].params)
+    kept, later = (jax.device_get(state.labels) for state in (run.runner_state,
+                                                                resumed.runner_state))
+    assert kept.filled.all() and later.filled.all()
+    assert kept.labels["hidden"].shape == (16, config.core_width)
+    assert_trees_equal(jax.tree.map(lambda x: x[8:], later.labels),
+                       jax.tree.map(lambda x: x[8:], kept.labels))
+    assert not np.array_equal(later.labels["target"][:8], kept.labels["target"][:8])
 
 
 def test_a_frozen_recurrent_teachers_memory_of_some_envs_keeps_its_device_count():
