@@ -9,13 +9,16 @@ writes its fresh labels into a ring of ``N`` slots and the fit draws every minib
 from the whole ring, so once it has filled each minibatch holds ``N / num_minibatches``
 labelled states and each label is fitted for ``N / labels per update`` updates.
 
-A label is what the teacher gave at one state: the observation, the action mask, the target
-(f32[A]), its weight (1, or the teacher's own weight: ``distill_target`` "move" weighs only
-where it overrules, ``distill_where`` "acquire" only where a program is in reach) and, for a
-recurrent network, the fitted network's memory before that observation at labelling time (the
-fit steps the core once from it, as the fresh labels do; the stored memory is the one the
-network of that update produced, as PPO's later epochs and self-imitation replay theirs).
-An empty slot weighs 0.
+A label is what the teacher gave at one state: the observation (in the env's compact form, as
+the rollout stores it), the action mask, the target (f32[A]: the improved policy, or the best
+move one-hot), its weight (1, or ``distill_where`` "acquire"'s: only where a program is in
+reach) and, for a recurrent network, the fitted network's memory before that observation at
+labelling time (the fit steps the core once from it, as the fresh labels do; the stored memory
+is the one the network of that update produced, as PPO's later epochs and self-imitation
+replay theirs). An empty slot weighs 0. Where the move target weighs only where the teacher
+overrules the network, that is decided at every fit by the network of that update
+(``ppo.weigh_overrules``), not once when the label is made: a move the network has since
+adopted stops weighing, and one it has since drifted from weighs again.
 """
 
 from __future__ import annotations
@@ -36,8 +39,8 @@ class LabelReplay:
 
 
 def empty_replay(obs, mask, hidden, capacity: int) -> LabelReplay:
-    """An empty ring of ``capacity`` labels shaped after the envs' observation ``obs`` (leading
-    axis N), their action mask and the recurrent memory (f32[N, C], or None)."""
+    """An empty ring of ``capacity`` labels shaped after the envs' compact observation ``obs``
+    (leading axis N), their action mask and the recurrent memory (f32[N, C], or None)."""
     def blank(x):
         return jnp.zeros((capacity,) + x.shape[1:], x.dtype)
     labels = dict(obs=jax.tree.map(blank, obs), mask=blank(mask),
@@ -54,7 +57,7 @@ def store(replay: LabelReplay, fresh: dict, update_step) -> LabelReplay:
     u writes slots ``(u * n + i) % K``."""
     count = fresh["target"].shape[0]
     capacity = replay.filled.shape[0]
-    slots = (update_step * count + jnp.arange(count)) % capacity
+    slots = ((update_step % capacity) * count + jnp.arange(count)) % capacity  # no overflow
     fresh = dict(fresh, weight=fresh.get("weight", jnp.ones(count, jnp.float32)))
     labels = {name: jax.tree.map(lambda kept, new: kept.at[slots].set(new),
                                  replay.labels[name], fresh[name])

@@ -258,6 +258,9 @@ class UpdateMetrics:
     distill_kl: jax.Array
     # The share of the teacher's states that weigh in the fit (1 where it labels every state).
     distill_labelled: jax.Array
+    # With kept labels (``--distill-replay``): the KL from this update's fresh labels to the
+    # policy before the update (``distill_kl`` is then the fit on the whole ring).
+    distill_kl_fresh: jax.Array
     # Self-imitation (0 when off): its policy term, and the share of the replay's steps whose
     # return still beats the critic.
     sil_loss: jax.Array
@@ -411,7 +414,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
         labels = None
         if config.distill_replay > 0:
             # This device's share of the kept labels (``count`` of the ``num_envs`` envs).
-            labels = label_replay.empty_replay(obs, env.action_mask(obs), hidden,
+            labels = label_replay.empty_replay(env.compact_observation(obs),
+                                               env.action_mask(obs), hidden,
                                                config.distill_replay * count // config.num_envs)
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
@@ -921,14 +925,16 @@ def player_memory(runner: RunnerState, network: ActorCritic) -> jax.Array:
 
 
 def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
-                                network: ActorCritic, key) -> dict:
+                                network: ActorCritic, key, weigh_overrules: bool = True) -> dict:
     """Per env, at the state the next rollout starts from: the observation, its mask and the
     search teacher's target (``search.make_search_teacher``: Gumbel MuZero's improved policy
     of a fair search with the current network as prior, f32[N, A]; with a frozen teacher,
     the network the run started from, from its own memory). The env's search hooks
     supply the model and the re-drawn worlds; the objective and the leaf values are the
     env's (``distill_leaf`` "game") or the teacher network's (``"value"``:
-    ``critic_objective``)."""
+    ``critic_objective``). With ``weigh_overrules`` off, the move target (``distill_target``
+    "move") is not yet weighed by where it overrules (``weigh_overrules``): kept labels are
+    weighed when they are fitted, by the network of that update."""
     if config.distill_envs is not None:  # the first envs of this device alone are labelled
         first = config.distill_envs_per_device
         runner = runner.replace(
@@ -958,7 +964,7 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
                                       **search_hooks)
         _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
         return overruling_targets(dict(obs=runner.obs, target=target, mask=mask, **weight),
-                                  runner, config, network)
+                                  runner, config, network, weigh_overrules)
     # A recurrent network: every node of the tree is evaluated from its parent's hidden state
     # (``network_node``), the root from the memory the env's player holds before this
     # observation (zeros at an episode's first step); the update fits the policy's step from
@@ -975,27 +981,35 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
                                    network.initial_hidden(count), runner.teacher.hidden)
     _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, teacher_memory)
     return overruling_targets(dict(obs=runner.obs, target=target, mask=mask, hidden=memory,
-                                   **weight), runner, config, network)
+                                   **weight), runner, config, network, weigh_overrules)
 
 
 def overruling_targets(targets: dict, runner: RunnerState, config: TrainConfig,
-                       network: ActorCritic) -> dict:
+                       network: ActorCritic, weigh: bool = True) -> dict:
     """The tree teacher's targets in the form ``distill_target`` asks: "policy", its improved
     policy as it is; "move", its best move (the improved policy's argmax) one-hot, weighing
-    only where it is not the fitted network's greedy move (times any label weight), so that
-    the fit moves the policy where the search overrules it and leaves its entropy alone
-    where the two agree (the rollout teacher's form, SPEC §4.5)."""
+    only where it is not the fitted network's greedy move (times any label weight;
+    ``weigh_overrules``, left to the caller when ``weigh`` is off), so that the fit moves the
+    policy where the search overrules it and leaves its entropy alone where the two agree
+    (the rollout teacher's form, SPEC §4.5)."""
     target = lax.stop_gradient(targets["target"])
     if config.distill_target == "policy":
         return dict(targets, target=target)
-    count, hidden = target.shape[0], targets.get("hidden")
-    _, logits, _ = apply_step(network, runner.params, hidden, targets["obs"],
+    move = jnp.argmax(target, axis=-1)
+    targets = dict(targets, target=jax.nn.one_hot(move, target.shape[-1], dtype=jnp.float32))
+    return weigh_overrules(targets, runner.params, network) if weigh else targets
+
+
+def weigh_overrules(targets: dict, params, network: ActorCritic) -> dict:
+    """Move targets (one-hot) weighing only where the move is not the greedy move of the
+    network ``params`` (read from each label's memory, for a recurrent one), times their own
+    weight."""
+    count, hidden = targets["target"].shape[0], targets.get("hidden")
+    _, logits, _ = apply_step(network, params, hidden, targets["obs"],
                               None if hidden is None else jnp.zeros(count, jnp.bool_))
     greedy = jnp.argmax(masked_logits(logits, targets["mask"]), axis=-1)
-    move = jnp.argmax(target, axis=-1)
-    overrules = (move != greedy).astype(jnp.float32)
-    return dict(targets, target=jax.nn.one_hot(move, target.shape[-1], dtype=jnp.float32),
-                weight=overrules * targets.get("weight", 1.0))
+    overrules = (jnp.argmax(targets["target"], axis=-1) != greedy).astype(jnp.float32)
+    return dict(targets, weight=overrules * targets.get("weight", 1.0))
 
 
 def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
@@ -1081,13 +1095,25 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     if runner.teacher is not None and runner.teacher.hidden is not None:
         runner = runner.replace(teacher=runner.teacher.replace(
             hidden=advance_teacher_memory(runner.teacher, transitions, env, network)))
-    labels = runner.labels
+    labels, fresh_kl = runner.labels, jnp.float32(0.0)
     if config.distill_coef > 0:
         distill = search_distillation_targets(
-            runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG))
+            runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG),
+            weigh_overrules=labels is None)
         if labels is not None:  # this update's labels join the kept ones, all fitted
-            labels = label_replay.store(labels, distill, runner.update_step)
-            distill = label_replay.fitted_labels(labels)
+            labels = label_replay.store(labels, dict(distill, obs=env.compact_observation(
+                distill["obs"])), runner.update_step)
+            fresh, distill = distill, label_replay.fitted_labels(labels)
+            distill = dict(distill, obs=env.expand_observation(distill["obs"]))
+            if config.distill_target == "move":  # where this update's network disagrees
+                fresh = weigh_overrules(fresh, runner.params, network)
+                distill = weigh_overrules(distill, runner.params, network)
+            # The fit on the ring says how well the kept labels are fitted; on this update's
+            # own labels, before the update, how well the network predicts new ones.
+            _, fit = distillation_loss(network, runner.params, fresh["obs"], fresh["target"],
+                                       fresh["mask"], fresh.get("hidden"),
+                                       fresh.get("weight"), axis_name)
+            fresh_kl = fit["kl"] if axis_name is None else lax.pmean(fit["kl"], axis_name)
     replay = runner.replay
     if replay is not None:
         replay = self_imitation.store(replay, transitions, targets, window_hidden,
@@ -1102,7 +1128,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     if axis_name is not None:
         sums = lax.psum(sums, axis_name)
     metrics = UpdateMetrics(
-        active=jnp.float32(1.0), **sums, **losses,
+        active=jnp.float32(1.0), **sums, **losses, distill_kl_fresh=fresh_kl,
         explained_variance=explained_variance(transitions.value, targets, axis_name),
         learning_rate=jnp.asarray(learning_rate, jnp.float32), nonfinite=jnp.float32(0.0))
     runner = runner.replace(params=params, opt_state=opt_state, update_key=update_key,

@@ -466,6 +466,35 @@ def test_the_move_target_weighs_only_where_the_search_overrules_the_greedy_move(
     assert float(targets["weight"][0]) == 1.0 and float(targets["hidden"][0, 0]) == 0.0
 
 
+class LogitTable:
+    """A feed-forward stand-in whose parameters are its logits for every observation."""
+
+    def apply(self, params, obs):
+        return jnp.broadcast_to(params, obs.action_mask.shape), jnp.zeros(
+            obs.action_mask.shape[0])
+
+
+def test_kept_move_targets_are_weighed_by_the_network_that_fits_them():
+    """With kept labels (``weigh_overrules`` off) the move target keeps its own weight only,
+    and each update weighs it by where its own network's greedy move disagrees: the same
+    label (the search's move 1) weighs 1 for a network that prefers action 0 and 0 once the
+    network prefers action 1, and a where-label's weight 0 stays 0."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="none", distill_target="move")
+    runner = fork_runner(1).replace(params=jnp.array([0.0, 0.0, 0.8]))
+    kept = jax.jit(lambda: ppo.search_distillation_targets(
+        runner, config, env, ParamCritic(), jax.random.PRNGKey(0), weigh_overrules=False))()
+    assert np.asarray(kept["target"][0]).tolist() == [0.0, 1.0] and "weight" not in kept
+
+    def weight(logits, label_weight=None):
+        labels = kept if label_weight is None else dict(kept, weight=jnp.array([label_weight]))
+        return float(ppo.weigh_overrules(labels, jnp.array(logits), LogitTable())["weight"][0])
+    assert weight([1.0, 0.0]) == 1.0 and weight([0.0, 1.0]) == 0.0
+    assert weight([1.0, 0.0], label_weight=0.0) == 0.0
+
+
 def test_a_frozen_teacher_is_checked_before_any_work(tmp_path):
     """--distill-frozen-teacher needs the distillation on, the tree teacher, and a network to
     freeze: a run that does not start from a checkpoint's weights is refused before any work,
@@ -572,7 +601,13 @@ def test_hackmatrix_frozen_teacher_stays_the_starting_network(tmp_path, compile_
     assert kept.labels["hidden"].shape == (16, config.core_width)
     assert_trees_equal(jax.tree.map(lambda x: x[8:], later.labels),
                        jax.tree.map(lambda x: x[8:], kept.labels))
-    assert not np.array_equal(later.labels["target"][:8], kept.labels["target"][:8])
+    assert any(not np.array_equal(a[:8], b[:8]) for a, b in zip(
+        jax.tree.leaves(later.labels["obs"]), jax.tree.leaves(kept.labels["obs"])))
+    # The fit draws on the ring: half of it weighs at the first update, all of it at the
+    # second (the policy target weighs 1 a label), 0.75 in the chunk's record of the two;
+    # and the fresh labels' KL is logged.
+    assert [record["ppo/distill_labelled"] for record in run.records] == [0.75]
+    assert all(record["ppo/distill_kl_fresh"] > 0 for record in run.records)
 
 
 def test_a_frozen_recurrent_teachers_memory_of_some_envs_keeps_its_device_count():
