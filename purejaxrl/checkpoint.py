@@ -668,7 +668,12 @@ def trim_checkpoint(checkpoint: dict, num_envs: int) -> tuple[bytes, dict]:
         raise CheckpointError(f"{where}: the envs to keep must be in [1, {config.num_envs}] and "
                               f"a multiple of its device count ({config.num_devices}), got "
                               f"{num_envs}")
-    small = config.replace(num_envs=num_envs, num_minibatches=1, distill_envs=None)
+    # The distillation teacher's labelled envs stay where they fit (a frozen recurrent
+    # teacher's memory keeps its rows); kept labels keep their ring, whose size is no env
+    # count.
+    labelled = (config.distill_envs if config.distill_envs is not None
+                and config.distill_envs <= num_envs else None)
+    small = config.replace(num_envs=num_envs, num_minibatches=1, distill_envs=labelled)
     try:
         validate_config(small)
     except ConfigError as error:
@@ -684,7 +689,10 @@ def trim_checkpoint(checkpoint: dict, num_envs: int) -> tuple[bytes, dict]:
             kept.append(array)
             continue
         axis = differ[0]
-        if len(differ) > 1 or full.shape[axis] != config.num_envs or want.shape[axis] != num_envs:
+        # Per env, or per labelled env (a frozen recurrent teacher's memory of more envs than
+        # are kept: the copy never resumes, so its first rows serve as well as any).
+        if len(differ) > 1 or full.shape[axis] not in (config.num_envs, config.distill_envs) \
+                or want.shape[axis] != num_envs:
             raise CheckpointError(f"{where}: a runner-state field of shape {full.shape} does not "
                                   f"shrink with the envs alone ({want.shape})")
         kept.append(np.take(array, np.arange(num_envs), axis=axis))

@@ -91,3 +91,32 @@ def test_the_replay_options_are_checked_before_any_work():
         validate_config(base.replace(distill_coef=1.0, distill_replay=4))
     with pytest.raises(ConfigError, match="--distill-replay applies to --distill-teacher tree"):
         validate_config(on.replace(distill_teacher="rollout", distill_replay=16))
+
+
+def test_a_checkpoint_with_kept_labels_and_a_frozen_teacher_can_be_trimmed():
+    """``trim_checkpoint`` keeps the ring as it is (its size is no env count) and a frozen
+    recurrent teacher's memory of the labelled envs: kept whole where every labelled env is
+    kept, cut to the kept envs where fewer are. Both copies load. (Until stop 82 both were
+    refused: the copy's config counted every kept env as labelled.)"""
+    import jax
+
+    from purejaxrl import checkpoint as checkpoint_module
+    config = TrainConfig(num_envs=8, num_steps=4, num_minibatches=2, total_timesteps=64,
+                         recurrent_core="gru", sequence_length=4, core_width=8,
+                         hidden_width=16, hidden_depth=1, distill_coef=0.5, distill_envs=4,
+                         distill_frozen_teacher=True, distill_replay=4)
+    template = checkpoint_module.runner_state_template(config)
+    runner = jax.tree.map(lambda leaf: np.arange(np.prod(leaf.shape)).reshape(leaf.shape)
+                          .astype(leaf.dtype), template).replace(update_step=np.int32(0))
+    record = checkpoint_module.checkpoint_record(config=config.to_dict(), update=0,
+                                                 env_steps=0, run_name="run",
+                                                 wandb_run_id=None, elapsed_seconds=0.0)
+    original = checkpoint_module.parse_checkpoint(
+        checkpoint_module.encode_checkpoint(runner, record), "run/checkpoint_0.msgpack")
+    for keep, teacher_rows in ((6, 4), (2, 2)):
+        data, trimmed = checkpoint_module.trim_checkpoint(original, keep)
+        small = checkpoint_module.parse_checkpoint(data, "small/checkpoint_0.msgpack")
+        assert small["config"]["num_envs"] == keep == trimmed["config"]["num_envs"]
+        labels, teacher = small["runner_state"].labels, small["runner_state"].teacher
+        np.testing.assert_array_equal(labels.labels["target"], runner.labels.labels["target"])
+        np.testing.assert_array_equal(teacher.hidden, runner.teacher.hidden[:teacher_rows])
