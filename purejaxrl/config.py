@@ -761,6 +761,10 @@ def config_warnings(config: TrainConfig) -> list[str]:
         warnings.append(f"--lr {config.lr:g} is far above the learning rates PPO trains with "
                         f"(default {TrainConfig().lr:g}): Adam moves every parameter by about "
                         "that much per step, so the run will likely blow up")
+    if config.distill_replay > 0 and not config.distill_frozen_teacher:
+        warnings.append(f"--distill-replay {config.distill_replay} without "
+                        "--distill-frozen-teacher: the teacher is the network being fitted, "
+                        "so kept labels are a moving teacher's old ones, fitted again")
     return warnings
 
 

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from purejaxrl import label_replay
-from purejaxrl.config import ConfigError, TrainConfig, validate_config
+from purejaxrl.config import ConfigError, TrainConfig, config_warnings, validate_config
 
 
 def labels(first: int, count: int, weight=None, hidden: bool = False) -> dict:
@@ -91,6 +91,10 @@ def test_the_replay_options_are_checked_before_any_work():
         validate_config(base.replace(distill_coef=1.0, distill_replay=4))
     with pytest.raises(ConfigError, match="--distill-replay applies to --distill-teacher tree"):
         validate_config(on.replace(distill_teacher="rollout", distill_replay=16))
+    # A moving teacher's kept labels age: the run goes on, warned.
+    assert any("without --distill-frozen-teacher" in warning
+               for warning in config_warnings(on.replace(distill_replay=16)))
+    assert not config_warnings(on.replace(distill_replay=16, distill_frozen_teacher=True))
 
 
 def test_a_checkpoint_with_kept_labels_and_a_frozen_teacher_can_be_trimmed():
