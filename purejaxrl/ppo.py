@@ -1012,6 +1012,27 @@ def weigh_overrules(targets: dict, params, network: ActorCritic) -> dict:
     return dict(targets, weight=overrules * targets.get("weight", 1.0))
 
 
+def keep_labels(labels: label_replay.LabelReplay, fresh: dict, runner: RunnerState,
+                config: TrainConfig, env: TrainerEnv, network: ActorCritic, axis_name):
+    """``--distill-replay``: (the ring with this update's ``fresh`` labels written in, the
+    whole ring as the fit's labels, the KL from the fresh labels to the policy before the
+    update). The move target weighs where this update's network disagrees, on the ring and
+    the fresh labels alike; the fresh labels' KL says how well the network predicts labels it
+    has not yet fitted (the fit on the ring, ``distill_kl``, mostly says it memorised them)."""
+    labels = label_replay.store(labels, dict(fresh, obs=env.compact_observation(fresh["obs"])),
+                                runner.update_step)
+    fitted = label_replay.fitted_labels(labels)
+    fitted = dict(fitted, obs=env.expand_observation(fitted["obs"]))
+    if config.distill_target == "move":
+        fresh = weigh_overrules(fresh, runner.params, network)
+        fitted = weigh_overrules(fitted, runner.params, network)
+    _, fit = distillation_loss(network, runner.params, fresh["obs"], fresh["target"],
+                               fresh["mask"], fresh.get("hidden"), fresh.get("weight"),
+                               axis_name)
+    fresh_kl = fit["kl"] if axis_name is None else lax.pmean(fit["kl"], axis_name)
+    return labels, fitted, fresh_kl
+
+
 def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: TrainerEnv,
                                  network: ActorCritic, key) -> dict:
     """``search_distillation_targets`` of the rollout teacher (``rollout_search``: the
@@ -1101,19 +1122,8 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
             runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG),
             weigh_overrules=labels is None)
         if labels is not None:  # this update's labels join the kept ones, all fitted
-            labels = label_replay.store(labels, dict(distill, obs=env.compact_observation(
-                distill["obs"])), runner.update_step)
-            fresh, distill = distill, label_replay.fitted_labels(labels)
-            distill = dict(distill, obs=env.expand_observation(distill["obs"]))
-            if config.distill_target == "move":  # where this update's network disagrees
-                fresh = weigh_overrules(fresh, runner.params, network)
-                distill = weigh_overrules(distill, runner.params, network)
-            # The fit on the ring says how well the kept labels are fitted; on this update's
-            # own labels, before the update, how well the network predicts new ones.
-            _, fit = distillation_loss(network, runner.params, fresh["obs"], fresh["target"],
-                                       fresh["mask"], fresh.get("hidden"),
-                                       fresh.get("weight"), axis_name)
-            fresh_kl = fit["kl"] if axis_name is None else lax.pmean(fit["kl"], axis_name)
+            labels, distill, fresh_kl = keep_labels(labels, distill, runner, config, env,
+                                                    network, axis_name)
     replay = runner.replay
     if replay is not None:
         replay = self_imitation.store(replay, transitions, targets, window_hidden,
