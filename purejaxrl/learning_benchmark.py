@@ -684,9 +684,11 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     ``resume``: seeds of ``label`` already in the ledger are taken from it, and a training run
     with a checkpoint in its run directory continues from it (exactly: the trainer's resume),
     so a tier longer than one sitting finishes over several. Returns {"seeds": rows,
-    "baselines": summaries, "table": text, "stop_signal": the signal that interrupted a
-    training run, else None, "diverged": the message of a training run that stopped on a
-    non-finite update, else None} (such a run's seeds are not recorded: short of the budget).
+    "baselines": summaries, "table": text, "appended": the number of rows this call appended
+    to the ledger, "drawn": whether it drew the curve, "stop_signal": the signal that
+    interrupted a training run, else None, "diverged": the message of a training run that
+    stopped on a non-finite update, else None} (such a run's seeds are not recorded: short of
+    the budget).
     A vmapped program resumed after some of its seeds' rows were written appends only the
     others'."""
     if vmap_seeds:
@@ -720,16 +722,21 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     baseline_rows = [{**common, "kind": "baseline", "policy": name, **judgements}
                      for name, judgements in judged_baselines.items()
                      if f"baseline:{name}" not in done]
+    appended = 0
     if ledger:
         append_rows(ledger, baseline_rows)
+        appended += len(baseline_rows)
     # Seeds kept from the ledger belong to every table and curve drawn, from the first one:
     # all of the label's, also those this call does not name (a tier finished one seed per
     # sitting, --seeds 1 --resume, must not redraw the curve without seed 0).
     rows_by_seed = {key: row for key, row in done.items() if isinstance(key, int)}
     stop_signal = diverged = None
+    drawn = False
 
     def draw():
+        nonlocal drawn
         if plot_path and rows_by_seed:
+            drawn = True
             plot_learning_curves(plot_path, f"{label} ({tier})",
                                  [rows_by_seed[s] for s in sorted(rows_by_seed)], baselines)
 
@@ -772,12 +779,13 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
                 f"({wall / 60:.1f} min)")
             if ledger:
                 append_rows(ledger, [row])
+                appended += 1
         draw()  # after each trained seed: an interrupted benchmark keeps its curve
     draw()
     seed_rows = [rows_by_seed[s] for s in sorted(rows_by_seed)]
     table = summary_table(seed_rows, baselines)
-    return {"seeds": seed_rows, "baselines": baselines, "table": table,
-            "stop_signal": stop_signal, "diverged": diverged}
+    return {"seeds": seed_rows, "baselines": baselines, "table": table, "appended": appended,
+            "drawn": drawn, "stop_signal": stop_signal, "diverged": diverged}
 
 
 def seed_line(shown: dict, judged: str = "") -> str:

@@ -208,7 +208,9 @@ def main(argv=None) -> int:
           f"{args.eval_episodes} held-out boards per policy")
     print(outcome["table"])
     if ledger:
-        print(f"rows appended to {ledger}; curve {plot}")
+        count = outcome["appended"]
+        rows = f"{count} row{'s' if count != 1 else ''}" if count else "no row"
+        print(f"{rows} appended to {ledger}" + (f"; curve {plot}" if outcome["drawn"] else ""))
     if outcome.get("diverged"):  # a seed whose training diverged is not recorded
         print(f"error: {outcome.get('diverged')}", file=sys.stderr)
         return 1

@@ -122,7 +122,8 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     are neither judged nor appended again (the ledger's rows serve the table). A later resume
     that adds seed 0 draws the curves of every seed, the kept ones included, from its first
     drawing on; so does a resume that names only one seed (a tier finished one seed per
-    sitting): its table and curve keep every seed."""
+    sitting): its table and curve keep every seed. Each call reports how many rows it
+    appended (none for a call that only redraws)."""
     # Episodes of at most 4 steps: every 8-step update ends some, so each has a curve point.
     config = TrainConfig(env="toy", num_envs=4, num_steps=8, total_timesteps=64,
                          max_episode_steps=4, hidden_width=16, num_minibatches=4,
@@ -142,6 +143,7 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
                   stop_after_one_update_on_seed_2, say=lambda line: None)
     rows = [json.loads(line) for line in ledger.read_text().splitlines()]
     assert outcome["stop_signal"] == 15
+    assert outcome["appended"] == 3  # both baselines and seed 1
     assert [r["seed"] for r in rows if r["kind"] == "seed"] == [1]
     assert sorted(r["policy"] for r in rows if r["kind"] == "baseline") == ["heuristic", "random"]
 
@@ -160,6 +162,7 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     outcome = run(config, [1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger), None,
                   train_recording, say=lambda line: None, resume=True)
     assert trained == [(2, 1), (3, None)]
+    assert outcome["appended"] == 2  # seeds 2 and 3; the baselines were kept
     assert outcome["baselines"] == first_baselines  # the ledger's, not judged again
     assert outcome["stop_signal"] is None and [r["seed"] for r in outcome["seeds"]] == [1, 2, 3]
     rows = [json.loads(line) for line in ledger.read_text().splitlines()]
@@ -176,6 +179,7 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     outcome = run(config, [0, 1, 2, 3], "cut", "smoke", "cmd", options, 8, str(ledger),
                   str(tmp_path / "cut.png"), train_recording, say=lambda line: None, resume=True)
     assert trained[-1] == (0, None) and len(trained) == 3
+    assert outcome["appended"] == 1 and outcome["drawn"]
     assert drawn and all(seeds == [0, 1, 2, 3] for seeds in drawn)
     assert [r["seed"] for r in outcome["seeds"]] == [0, 1, 2, 3]
 
@@ -183,6 +187,7 @@ def test_an_interrupted_seed_is_not_recorded_and_resume_finishes_the_benchmark(
     outcome = run(config, [3], "cut", "smoke", "cmd", options, 8, str(ledger),
                   str(tmp_path / "cut.png"), train_recording, say=lambda line: None, resume=True)
     assert len(trained) == 3  # nothing trained again
+    assert outcome["appended"] == 0 and outcome["drawn"]
     assert drawn and all(seeds == [0, 1, 2, 3] for seeds in drawn)
     assert [r["seed"] for r in outcome["seeds"]] == [0, 1, 2, 3]
 

@@ -20,17 +20,20 @@ def bench(monkeypatch, capsys):
     instead of a training run."""
     module = load_script("learn_bench")
     calls = []
+    outcome = {"table": "", "appended": 0, "drawn": False, "stop_signal": None}
 
     def recorded(*args, **kwargs):
         calls.append(args)
-        return {"table": "", "stop_signal": None}
+        return dict(outcome)
     monkeypatch.setattr(module, "run", recorded)
 
-    def call(argv):
+    def call(argv, **reported):
+        outcome.update(reported)
         capsys.readouterr()
         code = module.main([*argv, "--", "--env", "toy"])
-        err = [line for line in capsys.readouterr().err.splitlines()
-               if not line.startswith("backend:")]
+        captured = capsys.readouterr()
+        err = [line for line in captured.err.splitlines() if not line.startswith("backend:")]
+        call.out = captured.out
         return code, err, calls
     return call
 
@@ -41,6 +44,20 @@ def refused(result, *words):
     assert all(word in err[0] for word in words), err[0]
     assert not calls  # no work started
     return err[0]
+
+
+def test_the_last_line_counts_the_rows_this_sitting_appended(bench, tmp_path):
+    """An interrupted sitting that appended nothing says so instead of claiming rows; the
+    curve is named only when it was drawn."""
+    ledger = tmp_path / "ledger.jsonl"
+    argv = ["--tier", "smoke", "--label", "fresh", "--ledger", str(ledger),
+            "--checkpoint-dir", str(tmp_path / "runs")]
+    code, _, _ = bench(argv, appended=0, drawn=False, stop_signal=2)
+    assert code == 130
+    assert f"no row appended to {ledger}\n" in bench.out and "curve" not in bench.out
+    code, _, _ = bench(argv, appended=3, drawn=True, stop_signal=None)
+    assert code == 0
+    assert f"3 rows appended to {ledger}; curve " in bench.out
 
 
 def test_repeated_seeds_are_refused(bench, tmp_path):
