@@ -56,6 +56,11 @@ class SearchSettings:
     # Weight of the completed Q-values (min-max normalised per node) against the prior logits,
     # in the selection and in the improved policy: mctx's ``value_scale`` (its default 0.1).
     value_scale: float = 0.1
+    # mctx's default min-max normalises each node's completed Q-values to [0, 1], so a
+    # difference of any size, however small against the critic's noise, weighs like the
+    # largest; False keeps them in the objective's own units (the critic's with a value leaf),
+    # so value_scale is then logits per unit (times mctx's visit scale, about 50).
+    rescale_values: bool = True
 
     def __post_init__(self):
         if self.num_simulations < 1:
@@ -327,7 +332,8 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
             max_num_considered_actions=settings.max_num_considered_actions,
             gumbel_scale=settings.gumbel_scale,
             qtransform=functools.partial(mctx.qtransform_completed_by_mix_value,
-                                         value_scale=settings.value_scale))
+                                         value_scale=settings.value_scale,
+                                         rescale_values=settings.rescale_values))
         target = jnp.where(legal, jnp.mean(output.action_weights, axis=0), 0.0)
         return aggregate_worlds(output, legal), target / jnp.sum(target), root_memory
 

@@ -126,6 +126,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         "(mctx's value_scale; default the search's own, mctx's 0.1: the Q "
                         "term adds at most about 5 logits, so a confident prior is seldom "
                         "overruled; rows ...-vsV)")
+    search.add_argument("--search-raw-values", action="store_true",
+                        help="keep the tree's Q-values in the objective's own units (the "
+                        "critic's with --search-leaf value) instead of min-max normalising "
+                        "them per node, which stretches a difference of any size to the full "
+                        "weight; --search-value-scale is then logits per unit (times mctx's "
+                        "visit scale, about 50) (rows ...-raw)")
     search.add_argument("--search-gumbel-scale", type=finite_float, metavar="G",
                         help="scale of the Gumbel noise on the root's logits (default "
                         "the search's own, 1: "
@@ -248,6 +254,8 @@ def arguments_error(args) -> str | None:
                                         or args.search_gumbel_scale is not None):
         return ("--search-value-scale and --search-gumbel-scale shape the tree search: they "
                 "need --search-simulations")
+    if args.search_raw_values and not args.search_simulations:
+        return "--search-raw-values shapes the tree search: it needs --search-simulations"
     if args.search_boards_in_flight < 1:
         return f"--search-boards-in-flight must be >= 1, got {args.search_boards_in_flight}"
     if args.search_hold_plans < 1:
@@ -335,9 +343,11 @@ def env_error(args, env, trained_options: dict | None = None) -> str | None:
 def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
              bonus: bool = False, mix: float = 0.0, mix_over: str = "actions",
              mix_where: str = "always", value_scale: float | None = None,
-             gumbel_scale: float | None = None, worlds: int = DEFAULT_WORLDS) -> str:
+             gumbel_scale: float | None = None, worlds: int = DEFAULT_WORLDS,
+             rescale_values: bool = True) -> str:
     """The row's name; ``value_scale`` and ``gumbel_scale`` tag it where given (None: the
-    search's defaults), and a fair row's ``worlds`` where it is not ``DEFAULT_WORLDS``."""
+    search's defaults), raw Q-values (``rescale_values`` False) likewise, and a fair row's
+    ``worlds`` where it is not ``DEFAULT_WORLDS``."""
     mix_tag = ("gmix" if mix_over == "groups" else "mix") + f"{mix:g}" + (
         "" if mix_where == "always" else f"-{mix_where}")
     return (f"search-{simulations}" + ("-ppo" if prior == "checkpoint" else "")
@@ -346,6 +356,7 @@ def row_name(simulations: int, prior: str, fair: bool, leaf: str = "exit",
             + ("" if not fair or worlds == DEFAULT_WORLDS else f"-w{worlds}")
             + ("" if leaf == "exit" else f"-{leaf}")
             + ("-bonus" if bonus else "")
+            + ("" if rescale_values else "-raw")
             + ("" if value_scale is None else f"-vs{value_scale:g}")
             + ("" if gumbel_scale is None else f"-g{gumbel_scale:g}"))
 
@@ -386,6 +397,8 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
     scales = {name: value for name, value in (("value_scale", args.search_value_scale),
                                               ("gumbel_scale", args.search_gumbel_scale))
               if value is not None and value != getattr(SearchSettings, name)}
+    if args.search_raw_values:
+        scales["rescale_values"] = False
     recurrent = params is not None and is_recurrent(network)
 
     prior_choice = args.search_prior or ("checkpoint" if params is not None else "uniform")
@@ -444,6 +457,7 @@ def search_rows(args, env, env_params, network, params, key, max_steps: int,
                     prior_mix_over=args.search_prior_mix_over,
                     prior_mix_where=args.search_prior_mix_where,
                     value_scale=settings.value_scale, gumbel_scale=settings.gumbel_scale,
+                    rescale_values=settings.rescale_values,
                     model_steps_per_move=search_hooks.model_steps_per_move(
                         game_leaf, simulations, worlds),
                     program_bonus=bonuses, hold_plans=args.search_hold_plans)

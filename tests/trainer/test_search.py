@@ -510,12 +510,15 @@ def test_stage_shares_count_every_stage_reached():
 
 # ------------------------------------------------------------------ the critic as leaf value
 
-def fork_search_move(critic, uniform_share: float = 0.0, leaf_bonus=None) -> int:
+def fork_search_move(critic, uniform_share: float = 0.0, leaf_bonus=None,
+                     rescale_values: bool = True) -> int:
     """The move of a noise-free 8-simulation search at the fork's start that maximises the
     "gain" in the critic's units (reward scale 0.5, gamma 0.99), with ``critic`` as prior
-    (mixed with ``uniform_share`` of uniform) and leaf value (plus ``leaf_bonus(state)``)."""
+    (mixed with ``uniform_share`` of uniform) and leaf value (plus ``leaf_bonus(state)``),
+    its Q-values min-max normalised or (``rescale_values`` False) raw."""
     fork = Fork()
-    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0)
+    settings = search.SearchSettings(num_simulations=8, gamma=0.99, gumbel_scale=0.0,
+                                     rescale_values=rescale_values)
     hooks = search.critic_objective(TrainerEnv(fork, None), critic, None, "gain",
                                     reward_scale=0.5)
     if leaf_bonus is not None:
@@ -594,6 +597,24 @@ def test_a_uniform_share_in_the_prior_lets_the_search_choose_what_the_network_ve
     Half uniform in the prior lets the values decide."""
     for share, expected in ((0.0, 0), (0.5, 1)):
         assert fork_search_move(SharpCritic([0.0, 0.0, 0.8]), share) == expected, share
+
+
+class LeaningCritic(TableCritic):
+    """A critic whose policy prefers action 0 by 2 logits."""
+
+    def apply(self, params, obs):
+        return jnp.array([0.0, -2.0]), self.values[obs.position]
+
+
+def test_raw_q_values_let_only_a_difference_of_real_size_overrule_the_prior():
+    """Min-max normalisation stretches any difference of the root's Q-values to the full
+    weight (about 5 logits at mctx's defaults): action 1 worth 0.99 x 0.52 = 0.515 against
+    action 0's 0.5 overrules a prior 2 logits against it. With raw values the 0.015 weighs
+    about 0.1 logit and the prior's move stands; a real difference (0.99 x 1.2 = 1.19 against
+    0.5, about 3.7 logits) still overrules it."""
+    for value, rescale, expected in ((0.52, True, 1), (0.52, False, 0), (1.2, False, 1)):
+        assert fork_search_move(LeaningCritic([0.0, 0.0, value]),
+                                rescale_values=rescale) == expected, (value, rescale)
 
 
 def test_mix_where_mixes_only_where_the_predicate_holds():
@@ -807,6 +828,8 @@ def test_bad_search_options_fail_at_once_with_one_line(arguments, message, capsy
     (["--search-information", "perfect"],
      "--search-information needs --search-simulations or --rollout-search"),
     (["--search-leaf", "zero"], "--search-leaf needs --search-simulations or --rollout-search"),
+    (["--search-raw-values"],
+     "--search-raw-values shapes the tree search: it needs --search-simulations"),
     (["--search-boards-in-flight", "8"],
      "--search-boards-in-flight needs --search-simulations or --rollout-search"),
     (["--search-simulations", "8", "--rollout-horizon", "4"],
@@ -836,8 +859,9 @@ def assert_refused_before_work(arguments, message, capsys, monkeypatch):
 
 def test_value_and_gumbel_scales_reach_the_tree_search_and_name_its_row(monkeypatch):
     """``--search-value-scale V --search-gumbel-scale G`` are the ``SearchSettings`` of every
-    tree row and its name's ``-vsV-gG`` (the defaults, 0.1 and 1, add no tag); the JSON's cost
-    records both. No board is played here."""
+    tree row and its name's ``-vsV-gG`` (the defaults, 0.1 and 1, add no tag), and
+    ``--search-raw-values`` its raw Q-values and ``-raw``; the JSON's cost records all three.
+    No board is played here."""
     from purejaxrl.cli import evaluate, evaluate_search
     captured = {}
 
@@ -849,16 +873,19 @@ def test_value_and_gumbel_scales_reach_the_tree_search_and_name_its_row(monkeypa
                         lambda args, env, params, policy, key, steps, name, cost: cost)
     env = TrainerEnv(HackMatrix(), None)
     for flags, name, scales in (
-            ([], "search-4", (0.1, 1.0)),
+            ([], "search-4", (0.1, 1.0, True)),
             (["--search-value-scale", "0.5", "--search-gumbel-scale", "0"], "search-4-vs0.5-g0",
-             (0.5, 0.0))):
+             (0.5, 0.0, True)),
+            (["--search-raw-values", "--search-value-scale", "0.02"], "search-4-raw-vs0.02",
+             (0.02, 1.0, False))):
         captured.clear()
         args = evaluate.build_parser().parse_args(["--search-simulations", "4", *flags])
         rows = evaluate_search.search_rows(args, env, None, None, None, None, 10)
         assert list(rows) == [name]
         settings = captured["settings"][0]
-        assert (settings.value_scale, settings.gumbel_scale) == scales
-        assert (rows[name]["value_scale"], rows[name]["gumbel_scale"]) == scales
+        assert (settings.value_scale, settings.gumbel_scale, settings.rescale_values) == scales
+        assert (rows[name]["value_scale"], rows[name]["gumbel_scale"],
+                rows[name]["rescale_values"]) == scales
 
 
 @pytest.mark.parametrize("value", ["reset", "reset=high", "=0.5", "reset=nan"])
