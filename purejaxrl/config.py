@@ -217,6 +217,11 @@ class TrainConfig:
     # alone; N keeps the last N labelled states (split over the devices) and every minibatch
     # fits an equal share of all of them. Sound with a frozen teacher, whose labels never age.
     distill_replay: int = struct.field(pytree_node=False, default=0)
+    # The tree teacher's Q-values in its objective's units instead of min-max normalised per
+    # node (``SearchSettings.rescale_values`` off): its improved policy, and so its move,
+    # departs from the prior only where a Q difference is of a size that matters, not
+    # wherever one action's estimate is ahead by noise (SPEC §4.5).
+    distill_raw_values: bool = struct.field(pytree_node=False, default=False)
     # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
     # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
     # windows with a recurrent core) whose return still beats the critic; the replay holds
@@ -393,7 +398,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_prior_mix": 0.0, "distill_teacher": "tree",
                       "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
                       "distill_frozen_teacher": False, "distill_target": "policy",
-                      "distill_replay": 0,
+                      "distill_replay": 0, "distill_raw_values": False,
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
@@ -629,6 +634,9 @@ def validate_config(config: TrainConfig) -> None:
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "
              f"the teacher labels ({labelled}) with --distill-coef: each minibatch fits an "
              "equal share of the envs' search targets")
+    need(not config.distill_raw_values or (config.distill_coef > 0
+                                           and config.distill_teacher == "tree"),
+         "--distill-raw-values needs --distill-coef C > 0 and the tree teacher (its Q-values)")
     need(not config.distill_frozen_teacher or config.distill_coef > 0,
          "--distill-frozen-teacher needs --distill-coef C > 0 (the teacher it freezes)")
     need(isinstance(config.distill_replay, int) and not isinstance(config.distill_replay, bool)

@@ -947,7 +947,8 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     hooks = env.search_hooks
     search_hooks, gamma = teacher_hooks(runner, config, env, network)
     settings = SearchSettings(num_simulations=config.distill_simulations,
-                              num_worlds=config.distill_worlds, gamma=gamma)
+                              num_worlds=config.distill_worlds, gamma=gamma,
+                              rescale_values=not config.distill_raw_values)
     count = jax.tree.leaves(runner.obs)[0].shape[0]
     keys = jax.random.split(key, count)
     mask = env.action_mask(runner.obs)

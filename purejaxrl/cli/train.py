@@ -68,7 +68,8 @@ _CONFIG_FLAGS = (
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
     "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
     "distill_rollouts", "distill_min_gain", "distill_envs", "distill_frozen_teacher",
-    "distill_target", "distill_replay", "sil_coef", "sil_windows", "sil_windows_per_update",
+    "distill_target", "distill_replay", "distill_raw_values", "sil_coef", "sil_windows",
+    "sil_windows_per_update",
     "num_devices",
     "seed", "num_seeds")
 # Defaults derived from the batch or the machine, not from TrainConfig.
@@ -188,6 +189,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "equal share of them all, not only to this update's labels "
                               "(tree teacher; best with --distill-frozen-teacher, whose labels "
                               "never age; default 0: fresh labels only)")
+    distill.add_argument("--distill-raw-values", action=flag,
+                         help="the tree teacher's Q-values in its objective's units, not "
+                              "min-max normalised per node, so its targets depart from the "
+                              "prior only where a Q difference is large (default off)")
     sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
     sil.add_argument("--sil-coef", type=finite_float, metavar="C",
                      help="weight of self-imitation: each minibatch also imitates the actions "

@@ -88,8 +88,9 @@ def test_distillation_off_reports_zero_and_leaves_ppo_alone(one_update):
 
 def test_distillation_config_is_checked_before_any_work():
     """A negative coefficient, a minibatch count that does not divide the envs, a
-    non-positive budget, and an env without search hooks are refused with a message naming
-    the option; a recurrent network is accepted (its teacher carries the hidden state)."""
+    non-positive budget, raw Q-values without the tree teacher, and an env without search
+    hooks are refused with a message naming the option; a recurrent network is accepted (its
+    teacher carries the hidden state)."""
     on = CONFIG.replace(distill_coef=1.0)
     validate_config(on)
     validate_config(on.replace(recurrent_core="gru", sequence_length=None, num_minibatches=2))
@@ -105,6 +106,10 @@ def test_distillation_config_is_checked_before_any_work():
         validate_config(on.replace(distill_where="sometimes"))
     with pytest.raises(ConfigError, match=r"--distill-prior-mix must be in \[0, 1\]"):
         validate_config(on.replace(distill_prior_mix=1.5))
+    with pytest.raises(ConfigError, match="--distill-raw-values needs --distill-coef"):
+        validate_config(CONFIG.replace(distill_raw_values=True))
+    with pytest.raises(ConfigError, match="--distill-raw-values needs --distill-coef"):
+        validate_config(on.replace(distill_raw_values=True, distill_teacher="rollout"))
     with pytest.raises(ConfigError, match="search hooks"):
         ppo.make_env(on)
 
@@ -464,6 +469,36 @@ def test_the_move_target_weighs_only_where_the_search_overrules_the_greedy_move(
         runner, recurrent, env, CountingCore(), jax.random.PRNGKey(0)))()
     assert np.asarray(targets["target"][0]).tolist() == [0.0, 1.0]
     assert float(targets["weight"][0]) == 1.0 and float(targets["hidden"][0, 0]) == 0.0
+
+
+class LeaningParamCritic(ParamCritic):
+    """``ParamCritic`` whose policy prefers action 0 by 2 logits."""
+
+    def apply(self, params, obs):
+        return jnp.array([0.0, -2.0]), params[obs.position]
+
+
+def test_raw_values_let_the_teacher_overrule_only_for_a_real_difference():
+    """``--distill-raw-values``: the tree teacher's Q-values stay in the critic's units. The
+    network prefers action 0 by 2 logits; action 1 is worth gamma x 0.52 = 0.5195 against
+    action 0's 0.5. Min-max normalised, that 0.02 weighs like any difference (about 5
+    logits) and the move target overrules the network; raw, it weighs about 0.1 logit and
+    the state is not labelled. A real difference (worth 1.2: 1.2 against 0.5) overrules in
+    both."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="none", distill_target="move")
+    outcome = {}
+    for worth, raw in ((0.52, False), (0.52, True), (1.2, True)):
+        runner = fork_runner(1).replace(params=jnp.array([0.0, 0.0, worth]))
+        targets = jax.jit(lambda runner=runner, raw=raw: ppo.search_distillation_targets(
+            runner, config.replace(distill_raw_values=raw), env, LeaningParamCritic(),
+            jax.random.PRNGKey(0)))()
+        outcome[worth, raw] = (np.asarray(targets["target"][0]).tolist(),
+                               float(targets["weight"][0]))
+    assert outcome == {(0.52, False): ([0.0, 1.0], 1.0), (0.52, True): ([1.0, 0.0], 0.0),
+                       (1.2, True): ([0.0, 1.0], 1.0)}
 
 
 class LogitTable:
