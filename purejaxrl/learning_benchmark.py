@@ -731,12 +731,9 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     # sitting, --seeds 1 --resume, must not redraw the curve without seed 0).
     rows_by_seed = {key: row for key, row in done.items() if isinstance(key, int)}
     stop_signal = diverged = None
-    drawn = False
 
     def draw():
-        nonlocal drawn
         if plot_path and rows_by_seed:
-            drawn = True
             plot_learning_curves(plot_path, f"{label} ({tier})",
                                  [rows_by_seed[s] for s in sorted(rows_by_seed)], baselines)
 
@@ -784,8 +781,10 @@ def run(config: TrainConfig, seeds: list[int], label: str, tier: str, command: s
     draw()
     seed_rows = [rows_by_seed[s] for s in sorted(rows_by_seed)]
     table = summary_table(seed_rows, baselines)
+    # The last draw() above drew the curve exactly when there was one to draw.
     return {"seeds": seed_rows, "baselines": baselines, "table": table, "appended": appended,
-            "drawn": drawn, "stop_signal": stop_signal, "diverged": diverged}
+            "drawn": bool(plot_path and rows_by_seed), "stop_signal": stop_signal,
+            "diverged": diverged}
 
 
 def seed_line(shown: dict, judged: str = "") -> str:

@@ -53,8 +53,9 @@ class SearchSettings:
     max_depth: Optional[int] = None
     max_num_considered_actions: int = 16
     gumbel_scale: float = 1.0
-    # Weight of the completed Q-values (min-max normalised per node) against the prior logits,
-    # in the selection and in the improved policy: mctx's ``value_scale`` (its default 0.1).
+    # Weight of the completed Q-values (min-max normalised per node unless rescale_values is
+    # off) against the prior logits, in the selection and in the improved policy: mctx's
+    # ``value_scale`` (its default 0.1).
     value_scale: float = 0.1
     # mctx's default min-max normalises each node's completed Q-values to [0, 1], so a
     # difference of any size, however small against the critic's noise, weighs like the
