@@ -32,7 +32,7 @@ from purejaxrl.cli import evaluate_search  # noqa: E402 (imports JAX)
 from purejaxrl.config import TrainConfig  # noqa: E402
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
                                      check_output_file, write_text)  # noqa: E402
-from purejaxrl.provenance import git_commit  # noqa: E402
+from purejaxrl.provenance import process_commit  # noqa: E402
 from purejaxrl.recorded_games import EPISODES  # noqa: E402
 
 POLICY_CHOICES = ("checkpoint-greedy", "checkpoint-sampled", "random", "heuristic")
@@ -160,6 +160,8 @@ def main(argv=None) -> int:
         print(f"error: {search_error}", file=sys.stderr)
         return 2
 
+    # The code this process loaded: a commit made while a long evaluation plays is not its code.
+    process_commit()
     import jax
     from purejaxrl import ppo
     print(describe_backend(), file=sys.stderr)
@@ -301,15 +303,15 @@ def main(argv=None) -> int:
 
 def evaluation_record(args, config: TrainConfig, checkpoint, argv) -> dict:
     """What made a JSON's rows, in each row (``evaluation``): the env and seed (its boards),
-    the episodes, the checkpoint and its update, the command, the commit and the backend, so
-    a figure can be made again and evaluations on the same boards are found
-    (``scripts/pool_evaluations.py`` refuses to pool them)."""
+    the episodes, the checkpoint and its update, the command, the commit the process launched
+    from (``process_commit``) and the backend, so a figure can be made again and evaluations
+    on the same boards are found (``scripts/pool_evaluations.py`` refuses to pool them)."""
     import jax
     return {"env": config.env, "seed": args.seed, "episodes": args.episodes,
             "checkpoint": checkpoint["path"] if checkpoint else None,
             "checkpoint_update": checkpoint["update"] if checkpoint else None,
             "checkpoint_env_steps": checkpoint["env_steps"] if checkpoint else None,
             "command": "python scripts/evaluate.py " + shlex.join(argv),
-            "commit": git_commit(), "backend": jax.default_backend(),
+            "commit": process_commit(), "backend": jax.default_backend(),
             "date": datetime.datetime.now().isoformat(timespec="seconds")}
 

@@ -402,6 +402,30 @@ def test_evaluate_compares_policies_on_same_seeds(cli_run, tmp_path):
     assert all(r["evaluation"] == record for r in results.values())
 
 
+def test_evaluate_records_the_commit_it_launched_from(tmp_path, monkeypatch):
+    """A commit made while an evaluation plays is not the code that played it: the JSON's
+    ``evaluation.commit`` is the checkout's commit when the process started."""
+    from purejaxrl import evaluation, provenance
+    head = {"commit": "launch1"}
+    summarize = evaluation.summarize_episodes
+
+    def summarize_then_commit(*args, **kwargs):  # a commit lands while the games are summed up
+        head["commit"] = "later22"
+        return summarize(*args, **kwargs)
+
+    monkeypatch.setattr(evaluation, "summarize_episodes", summarize_then_commit)
+    monkeypatch.setattr(provenance, "git_commit", lambda: head["commit"])
+    provenance.process_commit.cache_clear()
+    out = tmp_path / "eval.json"
+    try:
+        assert evaluate_main(["--env", "CartPole-v1", "--episodes", "2", "--json",
+                              str(out)]) == 0
+    finally:
+        provenance.process_commit.cache_clear()
+    assert head["commit"] == "later22"  # the commit did land before the JSON was written
+    assert json.loads(out.read_text())["random"]["evaluation"]["commit"] == "launch1"
+
+
 def test_the_evaluation_table_shows_the_columns_each_env_asks_for():
     """The trainer's own columns (stage, return, length, truncation, unfinished) around those of
     the env's metrics: HackMatrix's R9/ep is HackMatrix's alone, a gymnax env adds none."""
