@@ -640,21 +640,44 @@ class _Run:
             stopping, due_by_time = distributed.agree_any([stop.check(), due_by_time])
             saved = None  # the paths written now (process 0)
             saving = due_by_updates or due_by_time or stopping or self.update == self.session_end
-            if saving:
-                saved = self.save()
-                last_save = time.monotonic()
-
-            record = self.chunk_record(num_active, seconds)
-            self.log(record, self.seed_records(record, metrics))
-            self.report_saved(saved)
+            failure = None
+            try:
+                if saving:
+                    saved = self.save()
+                    last_save = time.monotonic()
+                record = self.chunk_record(num_active, seconds)
+                self.log(record, self.seed_records(record, metrics))
+                self.report_saved(saved)
+            except Exception as error:  # agreed below, then raised as it was
+                failure = error
+            self.fail_together(failure)
             # A signal that came while this chunk was being reported stops here, not a chunk
             # later.
             if not stopping and self.update < self.session_end \
                     and distributed.agree_any([stop.check()])[0]:
                 stopping = True
                 if not saving:
-                    self.report_saved(self.save())
+                    failure = None
+                    try:
+                        self.report_saved(self.save())
+                    except Exception as error:  # agreed below, then raised as it was
+                        failure = error
+                    self.fail_together(failure)
         return stopping
+
+    def fail_together(self, failure: Optional[BaseException]) -> None:
+        """Raise ``failure`` here, and stop every other process with it. Process 0 alone writes
+        (checkpoints, the metrics file, wandb), so it can fail where the others cannot; a
+        process that went on would wait in the next collective for one that is gone, until
+        the distributed runtime's heartbeat gives up. One small collective a chunk; with one
+        process, ``failure`` is raised as it is."""
+        if not distributed.agree_any([failure is not None])[0]:
+            return
+        if failure is not None:
+            raise failure
+        raise distributed.DistributedError(
+            f"process {jax.process_index()} stops at update {self.update}: another process "
+            "failed while saving or logging (process 0's output says why)")
 
     def chunk_outcome(self, metrics, num_active: int) -> tuple[int, Optional[str]]:
         """(updates the chunk did, what came out non-finite or None). An update with a
@@ -677,11 +700,16 @@ class _Run:
         record why the run stops."""
         newest_saved = self.update_of_last_save if self.update_of_last_save is not None else \
             int(self.checkpoint["update"]) if self.resuming else 0
-        paths = self.save() if self.update > newest_saved else None
-        if done:
-            record = self.chunk_record(done, seconds)
-            self.log(record, self.seed_records(record, metrics))
-        self.report_saved(paths)
+        failure = None
+        try:
+            paths = self.save() if self.update > newest_saved else None
+            if done:
+                record = self.chunk_record(done, seconds)
+                self.log(record, self.seed_records(record, metrics))
+            self.report_saved(paths)
+        except Exception as error:  # agreed, then raised as it was
+            failure = error
+        self.fail_together(failure)
         kept = self.last_checkpoint or (self.checkpoint["path"] if self.resuming else None)
         self.diverged = (f"training diverged: {failed}; that update was undone and the run "
                          "stopped. " + (f"The last finite state (update {self.update}) is "

@@ -314,3 +314,31 @@ def test_preflight_runs_across_two_processes(tmp_path):
         assert "PASS distributed" in printed and f"process {rank} of 2" in printed
         assert "PASS all_reduce" in printed and "psum over 4 device(s) = 10" in printed
         assert "all 7 checks passed" in printed
+
+
+def test_a_write_only_process_zero_fails_stops_both_processes(runs, tmp_path, compile_cache_dir):
+    """Process 0 alone writes, so it alone can fail a checkpoint write mid-run (here a
+    directory stands where update 4's checkpoint goes). Both processes exit with a one-line
+    error, process 1 naming process 0, instead of process 1 waiting in the next collective
+    for a process that is gone."""
+    _reports(runs, "resumed")  # the run resumed to update 3 that this test copies
+    import shutil
+    host0, host1 = tmp_path / "host0", tmp_path / "host1"
+    host1.mkdir()
+    shutil.copytree(runs["host0"] / "ckpt" / "mh", host0 / "ckpt" / "blocked")
+    (host0 / "ckpt" / "blocked" / "checkpoint_4.msgpack").mkdir()
+    reports = _report_dir(tmp_path, "reports")
+    started = time.monotonic()
+    results = _two_process_launch(
+        [sys.executable, "-c", CAPTURED, str(reports), TRAIN_SCRIPT] + CONFIG_FLAGS
+        + ["--resume", "ckpt/blocked", "--checkpoint-dir", "ckpt", "--save-interval", "1",
+           "--updates-per-chunk", "1", "--stop-after-updates", "2", "--no-wandb", "--quiet",
+           "--compile-cache-dir", compile_cache_dir],
+        [host0, host1])
+    assert time.monotonic() - started < LAUNCH_TIMEOUT_S - 30  # nobody waited to be killed
+    (code0, _, err0), (code1, _, err1) = results
+    assert code0 == 1 and "cannot write checkpoint" in err0 and "checkpoint_4" in err0, err0[-3000:]
+    assert code1 == 1, err1[-3000:]
+    assert "process 1 stops at update 4: another process failed" in err1
+    assert "Traceback" not in err0 + err1
+    assert _files_under(host1) == []
