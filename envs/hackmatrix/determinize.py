@@ -10,7 +10,8 @@ a proposal that would change it is rejected). What it re-draws (SPEC §4.5):
 * **question blocks** (unsiphoned): data or program by a fair coin, data points U{1..9}, a
   program uniform among those no revealed block of the board holds (a stage never holds a
   program twice), spawn count as generation sets it (game-rules §3.4) less the REDUC uses of
-  the stage that the revealed blocks show (``reduc_uses``);
+  the stage that the revealed blocks show (``reduc_uses``), and 0 where the mask shows REDUC
+  exhausted (``reduc_shown_exhausted``);
 * **resources under unsiphoned blocks**: none (generated boards never put any there);
 * **transmissions**: the enemy type each hatches into, uniform (§3.6), also under SHOW: SHOW
   shows it in the game's own view, but no channel of the numeric observation encodes it
@@ -40,8 +41,10 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.constants import (BLOCK, CRYPTOG, GRID, N_CELLS, N_ENEMY_TYPES, N_PROGRAMS,
-                             PROGRAM_SPAWN_COST)
+                             PROGRAM_COST_CREDITS, PROGRAM_COST_ENERGY, PROGRAM_SPAWN_COST,
+                             REDUC)
 from .core.entities import alive_enemies, cell_index, enemy_visible
+from .core.programs import can_execute
 from .core.rng import uniform_below
 from .core.state import EnvState
 from .observation import build_observation
@@ -87,6 +90,16 @@ def reduc_uses(state: EnvState) -> jax.Array:
     return jnp.max(jnp.where(revealed, original - g.spawn, 0), initial=0)
 
 
+def reduc_shown_exhausted(state: EnvState) -> jax.Array:
+    """bool: the action mask shows that no unsiphoned block has a spawn count above 0: REDUC is
+    owned and affordable, and its mask entry (``programs.can_execute``) is off, which leaves
+    only its applicability (game-rules §2: some unsiphoned block's count above 0)."""
+    p = state.player
+    affordable = ((p.credits >= PROGRAM_COST_CREDITS[REDUC])
+                  & (p.energy >= PROGRAM_COST_ENERGY[REDUC]))
+    return state.owned[REDUC] & affordable & ~can_execute(state)[REDUC]
+
+
 def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:
     """Question-block contents and resources under unsiphoned blocks, re-drawn."""
     g = state.grid
@@ -108,6 +121,11 @@ def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:
     spawn = jnp.where(data_blocks, points,
                       jnp.asarray(PROGRAM_SPAWN_COST)[jnp.clip(program, 0, N_PROGRAMS - 1)])
     spawn = jnp.maximum(spawn - reduc_uses(state), 0)
+    # REDUC's legality shows whether any unsiphoned block still has a count above 0, wherever
+    # the player owns it and can pay for it; shown exhausted, every hidden count is 0 (the
+    # revealed blocks bound the uses only from below, so their cuts alone leave counts that
+    # would make REDUC legal in every proposal and the world the true state).
+    spawn = jnp.where(reduc_shown_exhausted(state), 0, spawn)
     under_block = (g.content == BLOCK) & ~g.siphoned
     grid = g.replace(
         points=jnp.where(hidden, jnp.where(data_blocks, points, 0), g.points),

@@ -258,10 +258,10 @@ def test_transmission_types_are_redrawn_under_show_which_the_observation_does_no
 
 def test_question_blocks_redrawn_after_reduc_keep_its_cuts_and_the_mask():
     """REDUC lowered every unsiphoned block's spawn count (here 3 times: the revealed data
-    block of 3 points shows 0, so REDUC is no longer legal); a re-drawn question block's count
-    is lowered as many times as the revealed blocks show (``reduc_uses``), so worlds keep the
-    mask and hide the block's contents (level 0), where a full count made REDUC legal and left
-    only the true state."""
+    block of 3 points shows 0, so REDUC is no longer legal); the mask shows REDUC exhausted, so
+    a re-drawn question block's count is 0 and every world keeps the mask and hides the
+    block's contents (level 0), where a full count made REDUC legal and left only the true
+    state."""
     state = set_state({"player": {"row": 0, "col": 0, "credits": 50, "energy": 50},
                        "ownedPrograms": [_program("reduc")],
                        "blocks": [{"row": 2, "col": 2, "type": "data", "points": 3},
@@ -273,12 +273,39 @@ def test_question_blocks_redrawn_after_reduc_keep_its_cuts_and_the_mask():
     assert not bool(build_observation(state).action_mask[_program("reduc")])
     assert int(determinize.reduc_uses(state)) == 3
     worlds, level = redraws(state)
-    assert (np.asarray(level) == 0).mean() > 0.5
+    assert np.asarray(level).tolist() == [0] * 64
     g = jax.device_get(worlds.grid)
-    redrawn = np.asarray(level) == 0
-    assert (g.spawn[redrawn, 3 * 6 + 4] == 0).all()
-    assert len(set(g.points[redrawn, 3 * 6 + 4].tolist())) > 1
+    assert (g.spawn[:, 3 * 6 + 4] == 0).all()
+    assert len(set(g.points[:, 3 * 6 + 4].tolist())) > 1
     assert_same_observations(worlds, state)
+
+
+def test_reduc_exhausted_beyond_what_the_revealed_blocks_show_keeps_the_worlds_fair():
+    """The revealed blocks bound REDUC's uses only from below: a revealed data block of 1 point
+    at 0 says 1 use, while the hidden block of 5 points needed 5. The mask still shows REDUC
+    exhausted (owned, affordable, not legal), so every world sets the hidden count to 0 and
+    keeps the observation (level 0); with the cuts alone, draws above 1 left REDUC legal, and
+    where no proposal kept the mask the world was the true state (level 2)."""
+    state = set_state({"player": {"row": 0, "col": 0, "credits": 50, "energy": 50},
+                       "ownedPrograms": [_program("reduc")],
+                       "blocks": [{"row": 2, "col": 2, "type": "data", "points": 1},
+                                  {"row": 3, "col": 4, "type": "data", "points": 5}]})
+    question = np.zeros(36, bool)
+    question[3 * 6 + 4] = True
+    state = state.replace(grid=state.grid.replace(question=jnp.asarray(question),
+                                                  spawn=jnp.zeros(36, jnp.int32)))
+    assert int(determinize.reduc_uses(state)) == 1
+    assert bool(determinize.reduc_shown_exhausted(state))
+    worlds, level = redraws(state)
+    assert np.asarray(level).tolist() == [0] * 64
+    g = jax.device_get(worlds.grid)
+    assert (g.spawn[:, 3 * 6 + 4] == 0).all()
+    assert len(set(g.points[:, 3 * 6 + 4].tolist())) > 1
+    assert_same_observations(worlds, state)
+    # Not shown where the player cannot pay for REDUC: its mask entry says nothing then.
+    poor = state.replace(player=state.player.replace(credits=jnp.int32(0),
+                                                     energy=jnp.int32(0)))
+    assert not bool(determinize.reduc_shown_exhausted(poor))
 
 
 # ------------------------------------------------------------------ the evaluation loop
