@@ -874,7 +874,16 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
 
     (params, opt_state), aux = lax.scan(epoch, (params, opt_state),
                                         jax.random.split(key, config.update_epochs))
-    return params, opt_state, jax.tree.map(jnp.mean, aux)
+    means = jax.tree.map(jnp.mean, aux)
+    if distill is not None:
+        # Each minibatch's KL is the weighted mean over its labels; one whose labels all weigh
+        # nothing (a label ring still filling, a move target that overrules nowhere in it)
+        # says 0, which a plain mean would count: weigh the minibatches by their labelled share.
+        labelled = means["distill_labelled"]
+        means["distill_kl"] = jnp.where(
+            labelled > 0, jnp.mean(aux["distill_kl"] * aux["distill_labelled"])
+            / jnp.maximum(labelled, 1e-12), 0.0)
+    return params, opt_state, means
 
 
 def teacher_hooks(runner: RunnerState, config: TrainConfig, env: TrainerEnv,

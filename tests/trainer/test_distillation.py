@@ -158,6 +158,35 @@ def test_weighted_distillation_fits_only_the_labelled_states():
     assert float(nothing) == 0.0
 
 
+def test_the_logged_kl_is_over_the_labels_that_weigh_not_over_the_minibatches():
+    """``ppo/distill_kl`` is the weighted mean of the KL over the labels that weigh, whichever
+    minibatches they fall in: with one label of eight weighing, three of the four minibatches
+    weigh nothing, and counting their 0 would log a quarter of it. With a learning rate of 0
+    the policy never moves, so the logged KL equals the KL of that one label."""
+    from purejaxrl.expert_iteration import policy_loss
+    config = CONFIG.replace(lr=0.0)
+    setup = rollout_setup(config)
+    env, network, runner = setup["env"], setup["network"], setup["runner"]
+    after, transitions, _, _, window_hidden = setup["collect"](runner)
+    mask = env.action_mask(after.obs)
+    least_liked = jnp.argmin(jnp.where(mask, network.apply(runner.params, after.obs)[0],
+                                       jnp.inf), axis=-1)
+    weight = jnp.zeros(config.num_envs).at[3].set(1.0)
+    distill = dict(obs=after.obs, mask=mask, weight=weight,
+                   target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
+    zeros = jnp.zeros((config.num_steps, config.num_envs))
+    optimizer = ppo.make_optimizer(config)
+    _, _, losses = jax.jit(lambda: ppo.update_epochs(
+        runner.params, optimizer.init(runner.params), transitions, zeros, zeros,
+        jax.random.PRNGKey(1), config.replace(distill_coef=1.0), network, optimizer, None,
+        window_hidden, distill))()
+    _, fit = policy_loss(network, runner.params, after.obs, distill["target"], mask,
+                         weight=weight)
+    assert float(fit["kl"]) > 0.1
+    assert float(losses["distill_kl"]) == pytest.approx(float(fit["kl"]), rel=1e-5)
+    assert float(losses["distill_labelled"]) == pytest.approx(1 / 8)
+
+
 class VetoCritic(TableCritic):
     """A critic whose policy all but never plays action 1 (logits 0 and -12)."""
 
