@@ -256,20 +256,28 @@ def test_transmission_types_are_redrawn_under_show_which_the_observation_does_no
     assert_same_observations(worlds, state)
 
 
+def reduc_exhausted_board(revealed_points: int):
+    """The player owns REDUC and can pay for it; a revealed data block of ``revealed_points``
+    and a question block holding 5 points, both with spawn count 0 (REDUC used until none is
+    left above 0)."""
+    state = set_state({"player": {"row": 0, "col": 0, "credits": 50, "energy": 50},
+                       "ownedPrograms": [_program("reduc")],
+                       "blocks": [{"row": 2, "col": 2, "type": "data",
+                                   "points": revealed_points},
+                                  {"row": 3, "col": 4, "type": "data", "points": 5}]})
+    question = np.zeros(36, bool)
+    question[3 * 6 + 4] = True
+    return state.replace(grid=state.grid.replace(question=jnp.asarray(question),
+                                                 spawn=jnp.zeros(36, jnp.int32)))
+
+
 def test_question_blocks_redrawn_after_reduc_keep_its_cuts_and_the_mask():
     """REDUC lowered every unsiphoned block's spawn count (here 3 times: the revealed data
     block of 3 points shows 0, so REDUC is no longer legal); the mask shows REDUC exhausted, so
     a re-drawn question block's count is 0 and every world keeps the mask and hides the
     block's contents (level 0), where a full count made REDUC legal and left only the true
     state."""
-    state = set_state({"player": {"row": 0, "col": 0, "credits": 50, "energy": 50},
-                       "ownedPrograms": [_program("reduc")],
-                       "blocks": [{"row": 2, "col": 2, "type": "data", "points": 3},
-                                  {"row": 3, "col": 4, "type": "data", "points": 5}]})
-    question = np.zeros(36, bool)
-    question[3 * 6 + 4] = True
-    state = state.replace(grid=state.grid.replace(question=jnp.asarray(question),
-                                                  spawn=jnp.zeros(36, jnp.int32)))
+    state = reduc_exhausted_board(revealed_points=3)
     assert not bool(build_observation(state).action_mask[_program("reduc")])
     assert int(determinize.reduc_uses(state)) == 3
     worlds, level = redraws(state)
@@ -286,14 +294,7 @@ def test_reduc_exhausted_beyond_what_the_revealed_blocks_show_keeps_the_worlds_f
     exhausted (owned, affordable, not legal), so every world sets the hidden count to 0 and
     keeps the observation (level 0); with the cuts alone, draws above 1 left REDUC legal, and
     where no proposal kept the mask the world was the true state (level 2)."""
-    state = set_state({"player": {"row": 0, "col": 0, "credits": 50, "energy": 50},
-                       "ownedPrograms": [_program("reduc")],
-                       "blocks": [{"row": 2, "col": 2, "type": "data", "points": 1},
-                                  {"row": 3, "col": 4, "type": "data", "points": 5}]})
-    question = np.zeros(36, bool)
-    question[3 * 6 + 4] = True
-    state = state.replace(grid=state.grid.replace(question=jnp.asarray(question),
-                                                  spawn=jnp.zeros(36, jnp.int32)))
+    state = reduc_exhausted_board(revealed_points=1)
     assert int(determinize.reduc_uses(state)) == 1
     assert bool(determinize.reduc_shown_exhausted(state))
     worlds, level = redraws(state)
