@@ -3,6 +3,7 @@ checkpoints. All numerics live in ``purejaxrl/ppo.py``; this file only drives th
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import os
@@ -640,37 +641,35 @@ class _Run:
             stopping, due_by_time = distributed.agree_any([stop.check(), due_by_time])
             saved = None  # the paths written now (process 0)
             saving = due_by_updates or due_by_time or stopping or self.update == self.session_end
-            failure = None
-            try:
+            with self.failing_together():
                 if saving:
                     saved = self.save()
                     last_save = time.monotonic()
                 record = self.chunk_record(num_active, seconds)
                 self.log(record, self.seed_records(record, metrics))
                 self.report_saved(saved)
-            except Exception as error:  # agreed below, then raised as it was
-                failure = error
-            self.fail_together(failure)
             # A signal that came while this chunk was being reported stops here, not a chunk
             # later.
             if not stopping and self.update < self.session_end \
                     and distributed.agree_any([stop.check()])[0]:
                 stopping = True
                 if not saving:
-                    failure = None
-                    try:
+                    with self.failing_together():
                         self.report_saved(self.save())
-                    except Exception as error:  # agreed below, then raised as it was
-                        failure = error
-                    self.fail_together(failure)
         return stopping
 
-    def fail_together(self, failure: Optional[BaseException]) -> None:
-        """Raise ``failure`` here, and stop every other process with it. Process 0 alone writes
-        (checkpoints, the metrics file, wandb), so it can fail where the others cannot; a
-        process that went on would wait in the next collective for one that is gone, until
-        the distributed runtime's heartbeat gives up. One small collective a chunk; with one
-        process, ``failure`` is raised as it is."""
+    @contextlib.contextmanager
+    def failing_together(self):
+        """Saving and logging: a failure of its body is raised here, and stops every other
+        process with it. Process 0 alone writes (checkpoints, the metrics file, wandb), so it
+        can fail where the others cannot; a process that went on would wait in the next
+        collective for one that is gone, until the distributed runtime's heartbeat gives up.
+        One small collective each time; with one process, the failure is raised as it is."""
+        failure = None
+        try:
+            yield
+        except Exception as error:  # agreed below, then raised as it was
+            failure = error
         if not distributed.agree_any([failure is not None])[0]:
             return
         if failure is not None:
@@ -700,16 +699,12 @@ class _Run:
         record why the run stops."""
         newest_saved = self.update_of_last_save if self.update_of_last_save is not None else \
             int(self.checkpoint["update"]) if self.resuming else 0
-        failure = None
-        try:
+        with self.failing_together():
             paths = self.save() if self.update > newest_saved else None
             if done:
                 record = self.chunk_record(done, seconds)
                 self.log(record, self.seed_records(record, metrics))
             self.report_saved(paths)
-        except Exception as error:  # agreed, then raised as it was
-            failure = error
-        self.fail_together(failure)
         kept = self.last_checkpoint or (self.checkpoint["path"] if self.resuming else None)
         self.diverged = (f"training diverged: {failed}; that update was undone and the run "
                          "stopped. " + (f"The last finite state (update {self.update}) is "

@@ -41,10 +41,9 @@ import jax.numpy as jnp
 import numpy as np
 
 from .core.constants import (BLOCK, CRYPTOG, GRID, N_CELLS, N_ENEMY_TYPES, N_PROGRAMS,
-                             PROGRAM_COST_CREDITS, PROGRAM_COST_ENERGY, PROGRAM_SPAWN_COST,
-                             REDUC)
+                             PROGRAM_SPAWN_COST, REDUC)
 from .core.entities import alive_enemies, cell_index, enemy_visible
-from .core.programs import can_execute
+from .core.programs import affordable, program_applicable
 from .core.rng import uniform_below
 from .core.state import EnvState
 from .observation import build_observation
@@ -92,12 +91,9 @@ def reduc_uses(state: EnvState) -> jax.Array:
 
 def reduc_shown_exhausted(state: EnvState) -> jax.Array:
     """bool: the action mask shows that no unsiphoned block has a spawn count above 0: REDUC is
-    owned and affordable, and its mask entry (``programs.can_execute``) is off, which leaves
-    only its applicability (game-rules §2: some unsiphoned block's count above 0)."""
-    p = state.player
-    affordable = ((p.credits >= PROGRAM_COST_CREDITS[REDUC])
-                  & (p.energy >= PROGRAM_COST_ENERGY[REDUC]))
-    return state.owned[REDUC] & affordable & ~can_execute(state)[REDUC]
+    owned and affordable, so its mask entry (``programs.can_execute``) is its applicability
+    (game-rules §2: some unsiphoned block's count above 0), and that is off."""
+    return state.owned[REDUC] & affordable(state)[REDUC] & ~program_applicable(state)[REDUC]
 
 
 def _redraw_blocks(key: jax.Array, state: EnvState) -> EnvState:

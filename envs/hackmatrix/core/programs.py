@@ -71,12 +71,16 @@ def program_applicable(state: EnvState) -> jax.Array:
     return jnp.stack([jnp.asarray(a, jnp.bool_) for a in applicable])
 
 
+def affordable(state: EnvState) -> jax.Array:
+    """bool[23]: the player's credits and energy cover each program's cost."""
+    p = state.player
+    return ((p.credits >= jnp.asarray(PROGRAM_COST_CREDITS))
+            & (p.energy >= jnp.asarray(PROGRAM_COST_ENERGY)))
+
+
 def can_execute(state: EnvState) -> jax.Array:
     """bool[23]: Swift ``canExecuteProgram``: owned, affordable and applicable (§3 step 3)."""
-    p = state.player
-    affordable = ((p.credits >= jnp.asarray(PROGRAM_COST_CREDITS))
-                  & (p.energy >= jnp.asarray(PROGRAM_COST_ENERGY)))
-    return state.owned & affordable & program_applicable(state)
+    return state.owned & affordable(state) & program_applicable(state)
 
 
 
