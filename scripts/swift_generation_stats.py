@@ -17,9 +17,10 @@ stage-start transmissions (their enemy types) and reveals the question blocks of
 Compared per stage: player corner and starting bonus (stage 1), exit corner, block count, cells,
 kinds (data / program / question), data points, programs, resources (credits/energy x amount, and
 totals), transmission count, cells and enemy types, question contents (points / program). A last
-sample set ("spawns") compares the cells of in-game spawns from two fixed scenarios: a scheduled
-spawn whose line of fire is shaped by an enemy, a block and a transmission, and four siphon
-spawns in one call; another ("outcomes") the frequencies of one step's random outcomes from
+sample set ("spawns") compares the cells and enemy types of in-game spawns from two fixed
+scenarios: a scheduled spawn whose line of fire is shaped by an enemy, a block and a transmission,
+and four siphon spawns in one call (SHOW active, so the observation names each new transmission's
+type, §9.1); another ("outcomes") the frequencies of one step's random outcomes from
 fixed scenarios: WARP's target among two enemies and two transmissions, POLY's new type, and
 which of two contending daemons moves first (the soak reproduces each outcome, not its law).
 One-value-per-board features use a chi-square homogeneity test (sparse tail categories merged to
@@ -159,17 +160,20 @@ def jax_boards(env: HackMatrix, stage: int, count: int, key) -> list:
 # In-game spawns (§3.6, §7.2 steps 5-6, §9) from fixed scenarios: a scheduled spawn with the
 # line of fire shaped by an enemy (it stops the line), a block (it stops the line) and a
 # transmission (it does not; the cells behind it stay in line); and a siphon that owes four
-# transmissions at once (each one avoids the ones spawned before it).
+# transmissions at once (each one avoids the ones spawned before it). SHOW is active in both so
+# that the observation names the type each new transmission hatches into (§9.1); SHOW changes
+# only what is shown, not what is drawn (game-rules §3.6: a uniform type at construction).
 WAIT_ACTION = PROGRAM_ACTION_OFFSET + WAIT
 SPAWN_SCENARIOS = {
     "scheduled spawn": ({"player": {"row": 2, "col": 2, "energy": 5}, "turn": 11,
+                         "showActivated": True,
                          "ownedPrograms": [WAIT_ACTION],
                          "enemies": [{"type": "daemon", "row": 4, "col": 2, "hp": 3}],
                          "transmissions": [{"row": 2, "col": 3, "turnsRemaining": 5,
                                             "enemyType": "virus"}],
                          "blocks": [{"row": 0, "col": 2, "type": "data", "points": 2}]},
                         WAIT_ACTION),
-    "siphon spawns": ({"player": {"row": 3, "col": 3, "dataSiphons": 1},
+    "siphon spawns": ({"player": {"row": 3, "col": 3, "dataSiphons": 1}, "showActivated": True,
                        "enemies": [{"type": "glitch", "row": 3, "col": 0, "hp": 2}],
                        "blocks": [{"row": 4, "col": 3, "type": "data", "points": 4},
                                   {"row": 1, "col": 3, "type": "data", "points": 1,
@@ -179,19 +183,21 @@ SPAWN_SCENARIOS = {
 
 
 def swift_spawns(engine: ProtocolEngine, scenario: dict, action: int, count: int) -> list:
-    """Cells of the transmissions that the step spawned, ``count`` times on Swift."""
+    """(cell, enemy type) of each transmission that the step spawned, ``count`` times on Swift
+    (the type as SHOW names it)."""
     before = {(t["row"], t["col"]) for t in scenario.get("transmissions", [])}
     spawned = []
     for _ in range(count):
         engine.set_state(scenario)
         cells = engine.step(action).observation["cells"]
-        spawned.append([r * GRID + c for r in range(GRID) for c in range(GRID)
+        spawned.append([(r * GRID + c, ENEMY_NAMES.index(cells[r][c]["transmission"]["enemyType"]))
+                        for r in range(GRID) for c in range(GRID)
                         if "transmission" in cells[r][c] and (r, c) not in before])
     return spawned
 
 
 def jax_spawns(env: HackMatrix, scenario: dict, action: int, count: int, key) -> list:
-    """The same from our engine (jit + vmap over keys)."""
+    """The same from our engine (jit + vmap over keys), the type read from the state."""
     start = set_state(scenario)
     spawned = []
     while len(spawned) < count:
@@ -200,16 +206,21 @@ def jax_spawns(env: HackMatrix, scenario: dict, action: int, count: int, key) ->
                                        np.int32(action)).transmissions)
         new = t.active & (t.seq >= int(start.next_seq))
         for i in range(min(BATCH, count - len(spawned))):
-            spawned.append([int(t.row[i, s]) * GRID + int(t.col[i, s])
+            spawned.append([(int(t.row[i, s]) * GRID + int(t.col[i, s]), int(t.kind[i, s]))
                             for s in np.flatnonzero(new[i])])
     return spawned
 
 
 def spawn_features(spawned: list) -> dict:
+    """Per step: the cells taken (0/1 each) and the count of each enemy type hatching."""
     cells = np.zeros((len(spawned), GRID * GRID), np.int64)
+    types = np.zeros((len(spawned), len(ENEMY_NAMES)), np.int64)
     for i, chosen in enumerate(spawned):
-        cells[i, chosen] = 1
-    return {"cells": ("counts", cells), "count": ("categorical", cells.sum(axis=1))}
+        for cell, kind in chosen:
+            cells[i, cell] = 1
+            types[i, kind] += 1
+    return {"cells": ("counts", cells), "count": ("categorical", cells.sum(axis=1)),
+            "enemy types": ("counts", types)}
 
 
 # One step's random outcome from fixed scenarios: WARP's target (§4.4: uniform over the enemies

@@ -87,6 +87,29 @@ def test_outcome_frequencies_run_against_a_protocol_engine(protocol_engine):
     assert failures == []
 
 
+def test_spawn_statistics_compare_cells_and_hatched_types(protocol_engine):
+    """scripts/swift_generation_stats.py's spawn set compares, for each fixed scenario, the cells
+    of the new transmissions, their count and the enemy types they hatch into (game-rules §3.6:
+    uniform over the 4 at construction), read from the observation under SHOW on the protocol
+    side and from the state on ours. Against our own server standing in for Swift: every new
+    transmission is named, the types are spread over more than one kind on both sides, and no
+    law differs. Against the binary: tests/parity/test_swift_oracle.py."""
+    from envs.hackmatrix import HackMatrix
+    from scripts import swift_generation_stats as stats
+    served = [spawns for scenario, action in stats.SPAWN_SCENARIOS.values()
+              for spawns in stats.swift_spawns(protocol_engine, scenario, action, 50)]
+    assert all(len(spawns) >= 1 for spawns in served)
+    assert len({kind for spawns in served for _, kind in spawns}) > 1
+    rows, failures, _, _ = stats.checked_stage(protocol_engine, HackMatrix(), stats.SPAWNS,
+                                               200, 100, 0)
+    features = [row["feature"] for row in rows]
+    for name in stats.SPAWN_SCENARIOS:
+        assert f"{name}: enemy types" in features, features
+    types = [row for row in rows if row["feature"].endswith("enemy types")]
+    assert all(row["test"].startswith("permutation chi-square") for row in types), types
+    assert failures == []
+
+
 def crowd(program: int, enemies: int, kind: int | None = None) -> dict:
     """A scenario with ``enemies`` enemies around the player and ``program`` owned."""
     cells = [(r, c) for r in range(6) for c in range(6) if (r, c) not in ((0, 0), (5, 5))]

@@ -49,10 +49,12 @@ def test_lockstep_soak_against_swift(swift):
         assert stats.get(name, 0) > 0, (name, stats)
 
 
-@pytest.mark.parametrize("stage", [1, 2, swift_generation_stats.OUTCOMES])
+@pytest.mark.parametrize("stage", [1, 2, swift_generation_stats.SPAWNS,
+                                   swift_generation_stats.OUTCOMES])
 def test_generation_statistics_against_swift(swift, stage):
-    """1000 boards from each engine (stage 1 from reset, stage 2 through a stage advance), and
-    1000 of each random outcome (WARP's target, POLY's type, the enemies' order): no feature of
+    """1000 boards from each engine (stage 1 from reset, stage 2 through a stage advance), 1000
+    in-game spawns of each fixed scenario (cells, count, hatched enemy types), and 1000 of each
+    random outcome (WARP's target, POLY's type, the enemies' order): no feature of
     scripts/swift_generation_stats.py below p = 0.001 on two independent samples (a fluke has
     to happen twice: about 3e-5 per run; a real difference shows both times)."""
     _, failures, _, _ = swift_generation_stats.checked_stage(
