@@ -134,3 +134,26 @@ def load_row_env(path: str, row: str, env_id: str, why: str):
         raise RecordedGamesError(f"row {row!r} is of env {recorded['env']!r}: {why}")
     env, env_params = ppo.make_env(config_for_options(recorded["env_options"], env_id))
     return recorded, env, env_params
+
+
+def resimulate_row(args, env_id: str, why: str, resimulate, errors: tuple = ()):
+    """The shared start of the scripts that re-simulate one recorded row (``args.evaluation``,
+    ``args.row``, ``args.json``, ``args.overwrite``): refuse an output file that would be lost,
+    load the row's games and env (``load_row_env``), run ``resimulate(recorded, env,
+    env_params)`` (a dict with per-game ``won`` and ``died`` among its values) and check that
+    every game ended as recorded (``check_ends``). Returns (recorded, found), or the exit code
+    after one ``error:`` line on stderr (a RecordedGamesError or one of ``errors``, which carry
+    ``code``)."""
+    import sys
+    from purejaxrl.output_paths import refuse_output_file
+    if refuse_output_file(args.json, "--json", args.overwrite,
+                          inputs=[("the evaluation", args.evaluation)]):
+        return 2
+    try:
+        recorded, env, env_params = load_row_env(args.evaluation, args.row, env_id, why)
+        found = resimulate(recorded, env, env_params)
+        check_ends(recorded["games"], found["won"], found["died"])
+    except (RecordedGamesError, *errors) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return error.code
+    return recorded, found

@@ -31,10 +31,8 @@ import jax.numpy as jnp  # noqa: E402
 from envs.hackmatrix.core.constants import PROGRAM_NAMES  # noqa: E402
 from envs.hackmatrix.observation import CH_BLOCK_PROGRAM_TYPE, CH_BLOCK_SIPHONED  # noqa: E402
 from purejaxrl.evaluation import END_CAUSES  # noqa: E402
-from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
-                                    write_text)
-from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
-                                      load_row_env, replay_inputs)
+from purejaxrl.output_paths import add_overwrite_argument, write_text  # noqa: E402
+from purejaxrl.recorded_games import replay_inputs, resimulate_row  # noqa: E402
 
 NEVER = "never"
 
@@ -121,18 +119,14 @@ def format_table(rows: list, program: str) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if refuse_output_file(args.json, "--json", args.overwrite,
-                          inputs=[("the evaluation", args.evaluation)]):
-        return 2
-    try:
-        recorded, env, env_params = load_row_env(args.evaluation, args.row, "hackmatrix",
-                                                 "only HackMatrix games have programs")
-        found = timelines(env.env, env_params, recorded, PROGRAM_NAMES.index(args.program),
-                          env.search_hooks.plan_actions(env.env))
-        check_ends(recorded["games"], found["won"], found["died"])
-    except RecordedGamesError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.code
+    outcome = resimulate_row(
+        args, "hackmatrix", "only HackMatrix games have programs",
+        lambda recorded, env, env_params: timelines(
+            env.env, env_params, recorded, PROGRAM_NAMES.index(args.program),
+            env.search_hooks.plan_actions(env.env)))
+    if isinstance(outcome, int):
+        return outcome
+    recorded, found = outcome
     rows = [{"board": game["board"], "end": game["end"],
              "stage": int(found["stage"][index]),
              "seen": int(found["seen"][index]) or NEVER,

@@ -32,12 +32,11 @@ import numpy as np  # noqa: E402
 from envs.hackmatrix.core.constants import ACTION_SIPHON, N_STAGES  # noqa: E402
 from envs.hackmatrix.viz.render_text import action_name  # noqa: E402
 from purejaxrl.evaluation import network_policy, with_memory  # noqa: E402
-from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
-                                    write_text)
+from purejaxrl.output_paths import add_overwrite_argument, write_text  # noqa: E402
 from purejaxrl.policy import (RECORDED_FIELDS, PolicyError, env_options_of,  # noqa: E402
                               load_policy)
-from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
-                                      load_row_env, replay_inputs)
+from purejaxrl.recorded_games import (RecordedGamesError, replay_inputs,  # noqa: E402
+                                      resimulate_row)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -154,21 +153,21 @@ def format_report(counts: dict) -> str:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if refuse_output_file(args.json, "--json", args.overwrite,
-                          inputs=[("the evaluation", args.evaluation)]):
-        return 2
-    try:
-        recorded, env, env_params = load_row_env(args.evaluation, args.row, "hackmatrix",
-                                                 "the moves are HackMatrix's")
+    loaded = {}
+
+    def resimulate(recorded, env, env_params):
         with open(args.evaluation, encoding="utf-8") as handle:
             record = json.load(handle)[args.row].get("evaluation", {})
-        policy = load_policy(args.checkpoint)
+        loaded["policy"] = policy = load_policy(args.checkpoint)
         check_same_network(policy, recorded["env_options"], record)
-        found = network_moves(env, env_params, policy.network, policy.params, recorded)
-        check_ends(recorded["games"], found["won"], found["died"])
-    except (RecordedGamesError, PolicyError) as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.code
+        return network_moves(env, env_params, policy.network, policy.params, recorded)
+
+    outcome = resimulate_row(args, "hackmatrix", "the moves are HackMatrix's", resimulate,
+                             errors=(PolicyError,))
+    if isinstance(outcome, int):
+        return outcome
+    recorded, found = outcome
+    policy = loaded["policy"]
     counts = tally(found, recorded["games"])
     print(format_report(counts))
     if args.json:

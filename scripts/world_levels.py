@@ -30,10 +30,8 @@ import jax.numpy as jnp  # noqa: E402
 import numpy as np  # noqa: E402
 
 from envs.hackmatrix import determinize  # noqa: E402
-from purejaxrl.output_paths import (add_overwrite_argument, refuse_output_file,  # noqa: E402
-                                    write_text)
-from purejaxrl.recorded_games import (RecordedGamesError, check_ends,  # noqa: E402
-                                      load_row_env, replay_inputs)
+from purejaxrl.output_paths import add_overwrite_argument, write_text  # noqa: E402
+from purejaxrl.recorded_games import replay_inputs, resimulate_row  # noqa: E402
 
 
 def positive(text: str) -> int:
@@ -94,18 +92,13 @@ def world_levels(env, env_params, recorded: dict, worlds: int, attempts: int, se
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
-    if refuse_output_file(args.json, "--json", args.overwrite,
-                          inputs=[("the evaluation", args.evaluation)]):
-        return 2
-    try:
-        recorded, env, env_params = load_row_env(args.evaluation, args.row, "hackmatrix",
-                                                 "only HackMatrix has fair worlds")
-        found = world_levels(env.env, env_params, recorded, args.worlds, args.attempts,
-                             args.seed)
-        check_ends(recorded["games"], found["won"], found["died"])
-    except RecordedGamesError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return error.code
+    outcome = resimulate_row(
+        args, "hackmatrix", "only HackMatrix has fair worlds",
+        lambda recorded, env, env_params: world_levels(
+            env.env, env_params, recorded, args.worlds, args.attempts, args.seed))
+    if isinstance(outcome, int):
+        return outcome
+    recorded, found = outcome
     counts = np.asarray(found["counts"])
     total = counts.sum(axis=0)
     fell_back = (counts[:, 1:].sum(axis=1) > 0)
