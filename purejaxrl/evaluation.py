@@ -55,28 +55,41 @@ def with_memory(policy: Policy | RecurrentPolicy) -> RecurrentPolicy:
 END_CAUSES = ("won", "died", "truncated", "invalid", "terminated", "unfinished")
 
 
+def network_logits(network: ActorCritic, params):
+    """One env's logits under the network: (``logits_of(obs, memory) -> (logits, memory)``,
+    the memory at an episode's start). A recurrent network's memory is the core's hidden state;
+    a feed-forward network's is empty."""
+    if is_recurrent(network):
+        def logits_of(obs, hidden):
+            # The core steps a batch of envs: this one env is a batch of 1. The memory is
+            # zeroed between episodes by the caller, so no step here is flagged a start.
+            one = jax.tree.map(lambda x: x[None], obs)
+            hidden, logits, _ = step_recurrent(network, params, hidden[None], one,
+                                               jnp.zeros(1, bool))
+            return logits[0], hidden[0]
+        return logits_of, network.initial_hidden(1)[0]
+    return (lambda obs, memory: (network.apply(params, obs)[0], memory)), ()
+
+
 def network_policy(env: TrainerEnv, network: ActorCritic, params,
                    greedy) -> Policy | RecurrentPolicy:
     """The network's policy: argmax over legal actions where ``greedy`` (a Python or traced
     bool), else a sample. A recurrent network's is a ``RecurrentPolicy`` whose memory is the
     core's hidden state (zeros at an episode's start)."""
+    logits_of, initial_memory = network_logits(network, params)
+
     def choose(key, logits, obs):
         mask = env.action_mask(obs)
         return jnp.where(greedy, greedy_masked(logits, mask), sample_masked(key, logits, mask))
 
     if is_recurrent(network):
         def act_with_memory(key, obs, env_state, hidden):
-            # The core steps a batch of envs: this one env is a batch of 1. The memory is
-            # zeroed between episodes by the caller, so no step here is flagged a start.
-            one = jax.tree.map(lambda x: x[None], obs)
-            hidden, logits, _ = step_recurrent(network, params, hidden[None], one,
-                                               jnp.zeros(1, bool))
-            return choose(key, logits[0], obs), hidden[0]
-        return RecurrentPolicy(act_with_memory, network.initial_hidden(1)[0])
+            logits, hidden = logits_of(obs, hidden)
+            return choose(key, logits, obs), hidden
+        return RecurrentPolicy(act_with_memory, initial_memory)
 
     def act(key, obs, env_state):
-        logits, _ = network.apply(params, obs)
-        return choose(key, logits, obs)
+        return choose(key, logits_of(obs, ())[0], obs)
     return act
 
 

@@ -5,8 +5,11 @@ Re-simulates every game of one row of an ``evaluate.py --json --record-actions``
 evaluation's own keys (each must end as, and when, the evaluation says) and runs the
 checkpoint's network along the same games, with the memory it would have held in them (its
 core stepped on each observation of the game played, zeros at the game's start), as the
-search's prior did. Prints how many states the two differ on, per stage and by kind of move
-(the direction moves, the siphon, each program), and in the games won and lost.
+search's prior did. Prints how many states the two differ on, per stage, by kind of move
+(the direction moves, the siphon, each program), in the games won and lost, and by how sure
+the network was of its own move (the share of the states, and of the departures, where it gave
+its greedy move less than 0.5 ... 0.999: where a teacher that labels only unsure states would
+find the corrections).
 
     python scripts/search_departures.py searched.json --row search-16-ppo-value-raw-g0 \\
         --checkpoint runs/stagecount-default-long-s0
@@ -31,7 +34,8 @@ import numpy as np  # noqa: E402
 
 from envs.hackmatrix.core.constants import ACTION_SIPHON, N_STAGES  # noqa: E402
 from envs.hackmatrix.viz.render_text import action_name  # noqa: E402
-from purejaxrl.evaluation import network_policy, with_memory  # noqa: E402
+from purejaxrl.evaluation import network_logits  # noqa: E402
+from purejaxrl.networks import greedy_masked, masked_log_probs  # noqa: E402
 from purejaxrl.output_paths import add_overwrite_argument, write_text  # noqa: E402
 from purejaxrl.policy import (RECORDED_FIELDS, PolicyError, env_options_of,  # noqa: E402
                               load_policy)
@@ -59,10 +63,11 @@ def action_kind(action: int) -> str:
 
 def network_moves(env, env_params, network, params, recorded: dict) -> dict:
     """Per game (board order) and step: the stage the move was played in (i32[G, T]), the
-    move played (-1 after the game's end) and the network's greedy move there; and per game
-    the won and died flags of its last step. All boards re-simulated together."""
+    move played (-1 after the game's end), the network's greedy move there and the probability
+    its policy gives that move (``confidence``, over the legal actions); and per game the won
+    and died flags of its last step. All boards re-simulated together."""
     reset_keys, env_keys, actions = replay_inputs(recorded)
-    policy = with_memory(network_policy(env, network, params, greedy=True))
+    logits_of, initial_memory = network_logits(network, params)
     raw = env.env
 
     def one(reset_key, step_keys, moves):
@@ -72,28 +77,36 @@ def network_moves(env, env_params, network, params, recorded: dict) -> dict:
             obs, state, memory, end = carry
             step_key, action = inputs
             playing = action >= 0
-            # The greedy choice takes no key; the key only feeds a sample.
-            greedy, next_memory = policy.act(step_key, obs, state, memory)
+            logits, next_memory = logits_of(obs, memory)
+            mask = env.action_mask(obs)
+            greedy = greedy_masked(logits, mask)
+            confidence = jnp.exp(masked_log_probs(logits, mask)[greedy])
             next_obs, next_state, _, _, info = raw.step_env(step_key, state,
                                                             jnp.maximum(action, 0), env_params)
             keep = lambda new, old: jax.tree.map(  # noqa: E731
                 lambda a, b: jnp.where(playing, a, b), new, old)
             carry = keep((next_obs, next_state, next_memory, (info["won"], info["died"])),
                          (obs, state, memory, end))
-            return carry, (state.stage, greedy)
+            return carry, (state.stage, greedy, confidence)
 
-        start = (obs, state, policy.initial_memory, (jnp.bool_(False), jnp.bool_(False)))
-        (_, _, _, (won, died)), (stages, greedy) = jax.lax.scan(step, start,
-                                                                 (step_keys, moves))
-        return dict(stage=stages, greedy=greedy, won=won, died=died)
+        start = (obs, state, initial_memory, (jnp.bool_(False), jnp.bool_(False)))
+        (_, _, _, (won, died)), (stages, greedy, confidence) = jax.lax.scan(
+            step, start, (step_keys, moves))
+        return dict(stage=stages, greedy=greedy, confidence=confidence, won=won, died=died)
 
     found = jax.device_get(jax.jit(jax.vmap(one))(reset_keys, env_keys, jnp.asarray(actions)))
     return dict(found, played=actions)
 
 
+# The network's probability of its own greedy move below which a state counts as unsure: a
+# teacher that labelled only the unsure states would see the departures among them.
+CONFIDENCE_THRESHOLDS = (0.5, 0.7, 0.9, 0.95, 0.99, 0.999)
+
+
 def tally(found: dict, games: list) -> dict:
-    """The counts the report prints: states and departures overall, per stage (1..8), by the
-    kind of the move played and of the network's, and in won and other games."""
+    """The counts the report prints: states and departures overall, per stage (1..8), among the
+    states where the network gives its greedy move less than each of CONFIDENCE_THRESHOLDS, by
+    the kind of the move played and of the network's, and in won and other games."""
     played, greedy, stage = (np.asarray(found[k]) for k in ("played", "greedy", "stage"))
     playing = played >= 0
     differ = playing & (played != greedy)
@@ -106,8 +119,15 @@ def tally(found: dict, games: list) -> dict:
         by_kind[pair] = by_kind.get(pair, 0) + 1
     won = np.asarray([game["end"] == "won" for game in games])
     per_game = differ.sum(axis=1)
+    confidence = np.asarray(found["confidence"])
+    below = {}
+    for threshold in CONFIDENCE_THRESHOLDS:
+        unsure = playing & (confidence < threshold)
+        below[str(threshold)] = {"states": int(unsure.sum()),
+                                 "departures": int((differ & unsure).sum())}
     return {"games": len(games), "states": int(playing.sum()),
             "departures": int(differ.sum()), "per_stage": per_stage,
+            "below_confidence": below,
             "played_instead_of_greedy": dict(sorted(by_kind.items(), key=lambda kv: -kv[1])),
             "won_games": {"games": int(won.sum()), "departures": int(per_game[won].sum()),
                           "states": int(playing[won].sum())},
@@ -146,6 +166,12 @@ def format_report(counts: dict) -> str:
         lines.append(f"{name.replace('_', ' ')}: {row['games']} games, {row['departures']} "
                      f"departures in {row['states']} states "
                      f"({share(row['departures'], row['states'])})")
+    lines.append("network's probability of its greedy move below: share of the states, of the "
+                 "departures; departures among them")
+    for threshold, row in counts["below_confidence"].items():
+        lines.append(f"  {threshold:>6}: {share(row['states'], counts['states']):>7} "
+                     f"{share(row['departures'], counts['departures']):>7}  "
+                     f"{share(row['departures'], row['states']):>7}")
     lines.append("played <- the network's greedy move: departures")
     lines += [f"  {pair}: {n}" for pair, n in counts["played_instead_of_greedy"].items()]
     return "\n".join(lines)

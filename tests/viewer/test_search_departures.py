@@ -85,3 +85,22 @@ def test_action_kinds_name_the_moves_the_siphon_each_program_and_the_macro():
     assert search_departures.action_kind(4) == "siphon"
     assert search_departures.action_kind(PROGRAM_ACTION_OFFSET) == PROGRAM_NAMES[0].upper()
     assert search_departures.action_kind(N_ACTIONS) == "ACQUIRE (macro)"
+
+
+def test_departures_are_counted_below_each_confidence_threshold():
+    """A state counts as unsure below a threshold when the network gave its own greedy move
+    less than that probability; each threshold's states and departures are exactly those
+    (hand-made: 4 states of one game, two of them departures, at probabilities 0.4, 0.8, 0.96
+    and 0.9995: the last departure is sure at every threshold; the padding after the game's end
+    is never counted)."""
+    import numpy as np
+    found = {"played": np.array([[0, 1, 2, 3, -1]]), "greedy": np.array([[0, 2, 2, 1, 0]]),
+             "stage": np.ones((1, 5), int),
+             "confidence": np.array([[0.4, 0.8, 0.96, 0.9995, 0.1]])}
+    counts = search_departures.tally(found, [{"end": "died"}])
+    assert counts["states"] == 4 and counts["departures"] == 2
+    assert counts["below_confidence"] == {
+        "0.5": {"states": 1, "departures": 0}, "0.7": {"states": 1, "departures": 0},
+        "0.9": {"states": 2, "departures": 1}, "0.95": {"states": 2, "departures": 1},
+        "0.99": {"states": 3, "departures": 1}, "0.999": {"states": 3, "departures": 1}}
+    assert "0.999:" in search_departures.format_report(counts)
