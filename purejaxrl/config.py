@@ -181,12 +181,15 @@ class TrainConfig:
     # and the exit-distance leaf); "value", the network's (its training reward in the critic's
     # units, its gamma, the critic as leaf value: AlphaZero's teacher).
     distill_leaf: str = struct.field(pytree_node=False, default="game")
-    # Where the teacher labels: "always", every env's state; "acquire", only the states where
-    # the env's search hooks say a siphon would acquire a program (``acquisition_in_reach``),
-    # the others weigh nothing in the fit. ``distill_prior_mix``: a share of uniform over the
-    # env's action groups (over the actions for an env without groups) mixed into the
-    # teacher's prior at the states it labels (``search.mix_uniform_where``), so that it can
-    # choose what the network vetoes (SPEC §4.5).
+    # Where the teacher labels: "always", every env's state after the rollout; "acquire", only
+    # those where the env's search hooks say a siphon would acquire a program
+    # (``acquisition_in_reach``), the others weigh nothing in the fit; "unsure", each env's
+    # state within the rollout where the policy gave its own greedy move the least probability
+    # (``ppo.UnsureStates``: the search departs from the network mostly there, SPEC §4.5).
+    # ``distill_prior_mix``: a share of uniform over the env's action groups (over the
+    # actions for an env without groups) mixed into the teacher's prior at the states it
+    # labels (``search.mix_uniform_where``), so that it can choose what the network vetoes
+    # (SPEC §4.5).
     distill_where: str = struct.field(pytree_node=False, default="always")
     distill_prior_mix: float = struct.field(pytree_node=False, default=0.0)
     # The teacher: "tree", the Gumbel MuZero search above; "rollout", the Monte-Carlo rollout
@@ -381,6 +384,8 @@ DISTILL_TARGETS = ("policy", "move")
 # (``acquisition_in_reach``). Distillation's --distill-where and evaluate.py's
 # --search-prior-mix-where.
 SEARCH_WHERE = ("always", "acquire")
+# Distillation's --distill-where: those, or each env's least sure state of the rollout.
+DISTILL_WHERE = SEARCH_WHERE + ("unsure",)
 
 # Fields that take an int or None (the default None means "off" or "the whole"): a
 # checkpoint's config may hold either.
@@ -598,8 +603,8 @@ def validate_config(config: TrainConfig) -> None:
                  f"--{name.replace('_', '-')} must be a positive integer, got {value!r}")
         need(config.distill_leaf in DISTILL_LEAVES,
              f"--distill-leaf must be one of {DISTILL_LEAVES}, got {config.distill_leaf!r}")
-        need(config.distill_where in SEARCH_WHERE,
-             f"--distill-where must be one of {SEARCH_WHERE}, got {config.distill_where!r}")
+        need(config.distill_where in DISTILL_WHERE,
+             f"--distill-where must be one of {DISTILL_WHERE}, got {config.distill_where!r}")
         need(isinstance(config.distill_prior_mix, (int, float))
              and 0.0 <= config.distill_prior_mix <= 1.0,
              f"--distill-prior-mix must be in [0, 1], got {config.distill_prior_mix!r}")

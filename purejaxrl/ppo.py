@@ -48,7 +48,8 @@ from purejaxrl.search import (SearchSettings, critic_objective,
 from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_search
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
                                 log_prob_of, make_network, masked_entropy, masked_logits,
-                                masked_group_entropy, sample_masked, step_recurrent)
+                                masked_group_entropy, masked_log_probs, sample_masked,
+                                step_recurrent)
 
 DEVICE_AXIS = "devices"
 CURRICULUM_KEY_TAG = 0x5747  # folds the curriculum's stream out of a seed's key
@@ -193,6 +194,47 @@ class FrozenTeacher:
     params: Any
     return_stats: ReturnStatistics
     hidden: jax.Array | None = None
+
+
+@struct.dataclass
+class UnsureStates:
+    """``--distill-where unsure``: per env, the state within the rollout where the policy gave
+    its own greedy move the least probability (the search departs from the network mostly
+    there, SPEC §4.5), as the rollout met it: the observation, the env state it was chosen
+    in, the core's hidden state before it (as ``RunnerState.hidden``: not yet zeroed at an
+    episode's first step), the episode's length before it (0 at a first step) and the
+    rollout step (``step``; ``now`` counts the steps taken)."""
+
+    confidence: jax.Array  # f32[N]: the greedy move's probability there
+    obs: Any
+    env_state: Any
+    hidden: jax.Array | None
+    lengths: jax.Array  # i32[N]
+    step: jax.Array  # i32[N]
+    now: jax.Array  # i32
+
+    @classmethod
+    def start(cls, runner: "RunnerState") -> "UnsureStates":
+        count = runner.episode.lengths.shape[0]
+        return cls(confidence=jnp.full(count, jnp.inf, jnp.float32), obs=runner.obs,
+                   env_state=runner.env_state, hidden=runner.hidden,
+                   lengths=runner.episode.lengths, step=jnp.zeros(count, jnp.int32),
+                   now=jnp.int32(0))
+
+    def seen(self, runner: "RunnerState", logits: jax.Array, mask: jax.Array) -> "UnsureStates":
+        """These states after the policy chose from ``runner``'s (its ``logits``, ``mask``)."""
+        confidence = jnp.exp(jnp.max(masked_log_probs(logits, mask), axis=-1))
+        less = confidence < self.confidence
+        pick = lambda new, old: jax.tree.map(  # noqa: E731
+            lambda a, b: jnp.where(less.reshape(less.shape + (1,) * (a.ndim - 1)), a, b),
+            new, old)
+        obs, env_state, hidden, lengths, step = pick(
+            (runner.obs, runner.env_state, runner.hidden, runner.episode.lengths,
+             jnp.full_like(self.step, self.now)),
+            (self.obs, self.env_state, self.hidden, self.lengths, self.step))
+        return UnsureStates(confidence=jnp.minimum(confidence, self.confidence), obs=obs,
+                            env_state=env_state, hidden=hidden, lengths=lengths, step=step,
+                            now=self.now + 1)
 
 
 @struct.dataclass
@@ -549,14 +591,18 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
     of each env after each step (f32[T, N], for reward normalisation) and, with a recurrent
     core, its hidden state at the start of each BPTT window (f32[T / sequence_length, N, C];
     None without a core). The hidden state is zeroed before an episode's first step and
-    carried otherwise."""
+    carried otherwise. Last, with ``distill_where`` "unsure", each env's least sure state of
+    the rollout (``UnsureStates``); else None."""
 
-    def step(runner: RunnerState, _):
+    def step(carry, _):
+        runner, unsure = carry
         obs = runner.obs
         mask = env.action_mask(obs)
         episode_start = episode_starts(runner)
         hidden, logits, value = apply_step(network, runner.params, runner.hidden, obs,
                                            episode_start)
+        if unsure is not None:
+            unsure = unsure.seen(runner, logits, mask)
         keys = jax.vmap(lambda k: jax.random.split(k, 3))(runner.env_keys)
         env_keys, action_keys, step_keys = keys[:, 0], keys[:, 1], keys[:, 2]
         action = jax.vmap(sample_masked)(action_keys, logits, mask)
@@ -633,23 +679,26 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         # marks it as a start, where the next step zeroes the hidden state).
         runner = runner.replace(env_state=env_state, obs=next_obs, env_keys=env_keys,
                                 episode=episode, curriculum=archive, hidden=hidden)
-        return runner, (transition, stats, discounted)
+        return (runner, unsure), (transition, stats, discounted)
 
+    unsure = (UnsureStates.start(runner)
+              if config.distill_coef > 0 and config.distill_where == "unsure" else None)
     windows = config.windows_per_env if runner.hidden is not None else 1
     if windows == 1:
         window_hidden = None if runner.hidden is None else runner.hidden[None]
-        runner, (transitions, stats, discounted) = lax.scan(step, runner, None,
-                                                            length=config.num_steps)
-        return runner, transitions, stats, discounted, window_hidden
+        (runner, unsure), (transitions, stats, discounted) = lax.scan(
+            step, (runner, unsure), None, length=config.num_steps)
+        return runner, transitions, stats, discounted, window_hidden, unsure
 
-    def window(runner: RunnerState, _):
-        start_hidden = runner.hidden
-        runner, outputs = lax.scan(step, runner, None, length=config.sequence_length)
-        return runner, (outputs, start_hidden)
-    runner, (outputs, window_hidden) = lax.scan(window, runner, None, length=windows)
+    def window(carry, _):
+        start_hidden = carry[0].hidden
+        carry, outputs = lax.scan(step, carry, None, length=config.sequence_length)
+        return carry, (outputs, start_hidden)
+    (runner, unsure), (outputs, window_hidden) = lax.scan(window, (runner, unsure), None,
+                                                          length=windows)
     transitions, stats, discounted = jax.tree.map(
         lambda x: x.reshape((config.num_steps,) + x.shape[2:]), outputs)
-    return runner, transitions, stats, discounted, window_hidden
+    return runner, transitions, stats, discounted, window_hidden, unsure
 
 
 # ---------------------------------------------------------------------------- 5. advantages
@@ -910,19 +959,28 @@ def teacher_network(runner: RunnerState) -> tuple[Any, ReturnStatistics]:
 
 
 def advance_teacher_memory(teacher: FrozenTeacher, transitions: Transition, env: TrainerEnv,
-                           network: ActorCritic) -> jax.Array:
+                           network: ActorCritic, at_steps: jax.Array | None = None):
     """A recurrent frozen teacher's memory after a rollout: its core stepped along each
     labelled env's observations of the rollout from its memory before it, zeroed where an
-    episode started, as the rollout steps the fitted network's core (``collect_rollout``)."""
+    episode started, as the rollout steps the fitted network's core (``collect_rollout``).
+    With ``at_steps`` (i32[N], a rollout step per env: ``UnsureStates.step``) also its memory
+    before that step's observation (not yet zeroed, as ``FrozenTeacher.hidden``): (after,
+    at those steps)."""
     labelled = teacher.hidden.shape[0]
 
-    def step(hidden, transition):
+    def step(carry, inputs):
+        hidden, kept = carry
+        transition, index = inputs
+        if kept is not None:
+            kept = jnp.where((at_steps[:labelled] == index)[:, None], hidden, kept)
         obs = env.expand_observation(jax.tree.map(lambda x: x[:labelled], transition.obs))
         hidden, _, _ = apply_step(network, teacher.params, hidden, obs,
                                   transition.episode_start[:labelled])
-        return hidden, None
-    hidden, _ = lax.scan(step, teacher.hidden, transitions)
-    return hidden
+        return (hidden, kept), None
+    start = (teacher.hidden, None if at_steps is None else teacher.hidden)
+    steps = None if at_steps is None else jnp.arange(transitions.action.shape[0])
+    (hidden, kept), _ = lax.scan(step, start, (transitions, steps))
+    return hidden if at_steps is None else (hidden, kept)
 
 
 def player_memory(runner: RunnerState, network: ActorCritic) -> jax.Array:
@@ -961,7 +1019,7 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     count = jax.tree.leaves(runner.obs)[0].shape[0]
     keys = jax.random.split(key, count)
     mask = env.action_mask(runner.obs)
-    labelled = None if config.distill_where == "always" else hooks.acquisition_in_reach
+    labelled = hooks.acquisition_in_reach if config.distill_where == "acquire" else None
     mix = dict(uniform_share=config.distill_prior_mix, group_matrix=env.action_group_matrix(),
                mix_where=labelled)
     # Only the labelled states weigh in the fit (every state where the teacher labels all).
@@ -1077,7 +1135,7 @@ def rollout_distillation_targets(runner: RunnerState, config: TrainConfig, env: 
     # The teacher's mean gain over the greedy move (0 where they agree); the fit ignores it.
     take = lambda a: jnp.take_along_axis(scores, a[:, None], axis=-1)[:, 0]  # noqa: E731
     gain = jnp.where(weight > 0, take(action) - take(greedy), 0.0)
-    if config.distill_where != "always":
+    if config.distill_where == "acquire":
         weight = weight * jax.vmap(hooks.acquisition_in_reach)(runner.obs).astype(jnp.float32)
     target = jax.nn.one_hot(action, mask.shape[-1], dtype=jnp.float32)
     hidden = {} if runner.hidden is None else dict(hidden=memory)
@@ -1104,7 +1162,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
     """One PPO update on this device's envs: rollout, GAE, epochs of minibatch SGD."""
     learning_rate = learning_rate_schedule(config)(
         runner.update_step * config.num_minibatches * config.update_epochs)
-    runner, transitions, stats, discounted, window_hidden = collect_rollout(
+    runner, transitions, stats, discounted, window_hidden, unsure = collect_rollout(
         runner, config, env, env_params, network, reward_components)
     _, _, last_value = apply_step(network, runner.params, runner.hidden, runner.obs,
                                   episode_starts(runner))
@@ -1123,14 +1181,25 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
         # Each device shuffles its own share differently.
         shuffle_key = jax.random.fold_in(shuffle_key, lax.axis_index(axis_name))
     distill = None
+    labelled_runner = runner  # the states the teacher labels: after the rollout, or unsure ones
     if runner.teacher is not None and runner.teacher.hidden is not None:
-        runner = runner.replace(teacher=runner.teacher.replace(
-            hidden=advance_teacher_memory(runner.teacher, transitions, env, network)))
+        if unsure is None:
+            runner = labelled_runner = runner.replace(teacher=runner.teacher.replace(
+                hidden=advance_teacher_memory(runner.teacher, transitions, env, network)))
+        else:  # the teacher searches the unsure states from its memory there
+            after, at_unsure = advance_teacher_memory(runner.teacher, transitions, env,
+                                                      network, unsure.step)
+            runner = runner.replace(teacher=runner.teacher.replace(hidden=after))
+            labelled_runner = runner.replace(teacher=runner.teacher.replace(hidden=at_unsure))
+    if unsure is not None:
+        labelled_runner = labelled_runner.replace(
+            obs=unsure.obs, env_state=unsure.env_state, hidden=unsure.hidden,
+            episode=runner.episode.replace(lengths=unsure.lengths))
     labels, fresh_kl = runner.labels, jnp.float32(0.0)
     if config.distill_coef > 0:
         distill = search_distillation_targets(
-            runner, config, env, network, jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG),
-            weigh_overrules=labels is None)
+            labelled_runner, config, env, network,
+            jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG), weigh_overrules=labels is None)
         if labels is not None:  # this update's labels join the kept ones, all fitted
             labels, distill, fresh_kl = keep_labels(labels, distill, runner, config, env,
                                                     network, axis_name)

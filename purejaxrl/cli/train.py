@@ -48,7 +48,7 @@ from envs.registry import DEFAULT_ENV  # noqa: E402
 from purejaxrl.distributed import DISTRIBUTED_MODES  # noqa: E402
 from purejaxrl.config import (ACTIVATION_CHOICES, COMPUTE_DTYPE_CHOICES,  # noqa: E402
                               DEFAULT_COMPILE_CACHE_DIR, DISTILL_LEAVES, DISTILL_TARGETS,
-                              DISTILL_TEACHERS, SEARCH_WHERE,
+                              DISTILL_TEACHERS, DISTILL_WHERE,
                               ENCODER_CHOICES, RECURRENT_CORE_CHOICES,
                               ConfigError, RunOptions, TrainConfig, auto_scale_config,
                               config_warnings, given_over_defaults, validate_config,
@@ -153,10 +153,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the teacher's objective and leaf values: game (the env's own: "
                               "stage points, exit distance; default) or value (the network's "
                               "training return, its critic as leaf value)")
-    distill.add_argument("--distill-where", choices=SEARCH_WHERE,
-                         help="the states the teacher labels: always (every env's, default) "
-                              "or acquire (only where a siphon would acquire a program; envs "
-                              "whose search hooks have acquisition_in_reach)")
+    distill.add_argument("--distill-where", choices=DISTILL_WHERE,
+                         help="the states the teacher labels: always (every env's after the "
+                              "rollout, default), acquire (only where a siphon would acquire "
+                              "a program; envs whose search hooks have acquisition_in_reach) "
+                              "or unsure (each env's state within the rollout where the policy "
+                              "gave its own greedy move the least probability)")
     distill.add_argument("--distill-prior-mix", type=finite_float, metavar="P",
                          help="a share P of uniform over the env's action groups mixed into "
                               "the teacher's prior at the states it labels (default 0)")

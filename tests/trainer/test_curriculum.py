@@ -127,7 +127,7 @@ def test_rollout_leaves_episodes_started_from_the_archive_out_of_the_episode_sta
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
     runner = runner.replace(curriculum=runner.curriculum.replace(
         from_archive=jnp.ones(config.num_envs, bool)))
-    _, transitions, stats, _, _ = jax.jit(lambda r: ppo.collect_rollout(
+    _, transitions, stats, _, _, _ = jax.jit(lambda r: ppo.collect_rollout(
         r, config, env, env_params, network, components))(runner)
     done = np.asarray(transitions.terminated | transitions.truncated)
     envs_with_an_end = int(np.sum(done.any(axis=0)))

@@ -16,7 +16,7 @@ from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.networks import log_prob_of
 from tests.trainer.fork_env import Fork, ForkSearchHooks, TableCritic
-from tests.trainer.toy_run import rollout_setup
+from tests.trainer.toy_run import jitted_collect, rollout_setup
 
 CONFIG = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=6, hidden_width=16,
                      hidden_depth=1, num_minibatches=4, update_epochs=2, total_timesteps=64,
@@ -31,7 +31,7 @@ def distilled_update(config: TrainConfig) -> dict:
     first legal action that the initial policy likes least."""
     setup = rollout_setup(config)
     env, network, runner = setup["env"], setup["network"], setup["runner"]
-    after, transitions, _, _, window_hidden = setup["collect"](runner)
+    after, transitions, _, _, window_hidden, _ = setup["collect"](runner)
     mask = env.action_mask(after.obs)
     starts = jnp.zeros(config.num_envs, bool)
 
@@ -167,7 +167,7 @@ def test_the_logged_kl_is_over_the_labels_that_weigh_not_over_the_minibatches():
     config = CONFIG.replace(lr=0.0)
     setup = rollout_setup(config)
     env, network, runner = setup["env"], setup["network"], setup["runner"]
-    after, transitions, _, _, window_hidden = setup["collect"](runner)
+    after, transitions, _, _, window_hidden, _ = setup["collect"](runner)
     mask = env.action_mask(after.obs)
     least_liked = jnp.argmin(jnp.where(mask, network.apply(runner.params, after.obs)[0],
                                        jnp.inf), axis=-1)
@@ -469,6 +469,82 @@ def test_a_frozen_teachers_memory_follows_the_labelled_envs_games():
     memory = jax.jit(lambda: ppo.advance_teacher_memory(teacher, transitions, env,
                                                         CountingCore()))()
     assert np.asarray(memory[:, 0]).tolist() == [8.0, 2.0]
+
+
+def test_a_frozen_teachers_memory_is_also_read_at_each_envs_unsure_step():
+    """``--distill-where unsure``: the teacher searches each env's least sure state from its
+    memory before that step's observation (not yet zeroed, as ``FrozenTeacher.hidden``): from
+    5, before step 2 of three it holds 7; before step 1 of an env whose episode starts there,
+    the 6 of the old episode (the search's root zeroes it where the episode starts). The
+    memory after the rollout is the same as without the steps: 8 and 2."""
+    env = TrainerEnv(Fork(), None)
+    steps, count = 3, 2
+    obs, _ = Fork().reset(None, None)
+    starts = jnp.array([[False, False], [False, True], [False, False]])
+    zeros = jnp.zeros((steps, count))
+    transitions = ppo.Transition(
+        obs=jax.tree.map(lambda x: jnp.broadcast_to(x, (steps, count) + x.shape), obs),
+        mask=jnp.ones((steps, count, 2), bool), action=zeros.astype(jnp.int32),
+        log_prob=zeros, value=zeros, reward=zeros, terminated=starts, truncated=starts,
+        bootstrap_value=zeros, episode_start=starts)
+    teacher = ppo.FrozenTeacher(params=None, return_stats=None, hidden=jnp.full((2, 1), 5.0))
+    after, at_steps = jax.jit(lambda: ppo.advance_teacher_memory(
+        teacher, transitions, env, CountingCore(), jnp.array([2, 1])))()
+    assert np.asarray(after[:, 0]).tolist() == [8.0, 2.0]
+    assert np.asarray(at_steps[:, 0]).tolist() == [7.0, 6.0]
+
+
+@pytest.mark.parametrize("core", ["none", "gru"])
+def test_unsure_states_are_each_envs_least_sure_state_of_the_rollout(core):
+    """``--distill-where unsure``: the rollout keeps, per env, the state where the policy gave
+    its own greedy move the least probability: that probability is the minimum over the
+    rollout's steps of the greedy move's probability (recomputed here from the stored
+    observations, stepping the core along them), its step is where it was met, and the
+    observation, the core's memory before it (not yet zeroed) and the episode's length before
+    it (0 exactly at an episode's first step) are that step's. Windows of 2 steps for the GRU: the
+    choice carries across windows. Without the option the rollout keeps nothing."""
+    config = CONFIG.replace(recurrent_core=core, sequence_length=None if core == "none" else 2,
+                            max_episode_steps=3)
+    setup = rollout_setup(config)
+    env, network, runner = setup["env"], setup["network"], setup["runner"]
+    assert setup["collect"](runner)[5] is None
+    unsure_config = config.replace(distill_coef=1.0, distill_where="unsure")
+    collect = jitted_collect(unsure_config, env, setup["env_params"], network,
+                             setup["components"])
+    _, transitions, _, _, _, unsure = collect(runner)
+    hidden, confidences, memories, lengths = runner.hidden, [], [], []
+    length = np.asarray(runner.episode.lengths)
+    for t in range(config.num_steps):
+        obs = env.expand_observation(jax.tree.map(lambda x, t=t: x[t], transitions.obs))
+        memories.append(hidden)
+        lengths.append(length)
+        done = np.asarray(transitions.terminated[t] | transitions.truncated[t])
+        length = np.where(done, 0, length + 1)
+        starts = None if hidden is None else transitions.episode_start[t]
+        hidden, logits, _ = ppo.apply_step(network, runner.params, hidden, obs, starts)
+        probs = jax.nn.softmax(jnp.where(transitions.mask[t], logits, -jnp.inf), axis=-1)
+        confidences.append(np.asarray(probs.max(axis=-1)))
+    confidences = np.stack(confidences)
+    step = np.asarray(unsure.step)
+    np.testing.assert_array_equal(step, confidences.argmin(axis=0))
+    np.testing.assert_allclose(np.asarray(unsure.confidence), confidences.min(axis=0),
+                               rtol=1e-5)
+    assert len(set(step.tolist())) > 1  # the envs' least sure steps differ
+    envs = np.arange(config.num_envs)
+    kept = jax.device_get(env.compact_observation(unsure.obs))
+    stored = jax.device_get(transitions.obs)
+    for a, b in zip(jax.tree.leaves(kept), jax.tree.leaves(stored)):
+        np.testing.assert_array_equal(a, b[step, envs])
+    np.testing.assert_array_equal(np.asarray(unsure.lengths), np.stack(lengths)[step, envs])
+    assert (np.stack(lengths)[step, envs] > 0).any()
+    if core == "gru":
+        np.testing.assert_allclose(np.asarray(unsure.hidden),
+                                   np.stack([np.asarray(m) for m in memories])[step, envs],
+                                   rtol=1e-6)
+        np.testing.assert_array_equal(np.asarray(unsure.lengths) == 0,
+                                      np.asarray(transitions.episode_start)[step, envs])
+    else:
+        assert unsure.hidden is None
 
 
 def test_the_move_target_weighs_only_where_the_search_overrules_the_greedy_move():

@@ -26,7 +26,7 @@ EXPLORING = CONFIG.replace(num_envs=16, num_steps=16, explore_share=1.0)
 
 def rollout(config):
     setup = rollout_setup(config)
-    _, transitions, stats, _, _ = setup["collect"](setup["runner"])
+    _, transitions, stats, _, _, _ = setup["collect"](setup["runner"])
     return setup["env"], setup["network"], setup["runner"].params, transitions, stats
 
 
@@ -88,7 +88,7 @@ def test_an_annealed_share_falls_linearly_to_zero_over_the_run():
     fractions = []
     for update_step in (0, updates // 2, updates):
         runner = setup["runner"].replace(update_step=jnp.int32(update_step))
-        _, transitions, stats, _, _ = setup["collect"](runner)
+        _, transitions, stats, _, _, _ = setup["collect"](runner)
         offered = np.asarray(setup["env"].exploration_target(transitions.obs)[0])
         fractions.append(np.asarray(stats["explored_actions"]).sum() / offered.sum())
     assert fractions[0] == 1.0 and fractions[2] == 0.0, fractions

@@ -55,7 +55,7 @@ def one_update():
     with zero advantages and value targets, and the toy's group matrix."""
     setup = rollout_setup(CONFIG)
     env, network, runner = setup["env"], setup["network"], setup["runner"]
-    _, transitions, _, _, _ = setup["collect"](runner)
+    _, transitions, _, _, _, _ = setup["collect"](runner)
     groups = env.action_group_matrix()
     zeros = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
     optimizer = ppo.make_optimizer(CONFIG)
@@ -91,7 +91,7 @@ def test_the_bonus_enters_the_total_loss_with_its_coefficient():
     runs' first-minibatch totals differ by the group entropy (same parameters there)."""
     setup = rollout_setup(CONFIG)
     env, network, runner = setup["env"], setup["network"], setup["runner"]
-    _, transitions, _, _, _ = setup["collect"](runner)
+    _, transitions, _, _, _, _ = setup["collect"](runner)
     groups = env.action_group_matrix()
     zeros = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
     off, aux_off = ppo.ppo_loss(runner.params, network, transitions, zeros, zeros, CONFIG,

@@ -149,7 +149,7 @@ DISTILL_SCRIPT = textwrap.dedent("""
                        update_epochs=1, total_timesteps=64, lr=1e-2, ent_coef=0.0, vf_coef=0.0)
     env, env_params, network, optimizer, components = ppo.build(base)
     runner = ppo.init_runner_state(base, env, env_params, network, optimizer, len(components))
-    _, rollout, _, _, _ = jax.jit(lambda r: ppo.collect_rollout(
+    _, rollout, _, _, _, _ = jax.jit(lambda r: ppo.collect_rollout(
         r, config=base, env=env, env_params=env_params, network=network,
         reward_components=components))(runner)
     zeros, targets = jnp.zeros((4, 8)), rollout.value

@@ -44,8 +44,8 @@ def built():
 def rollouts(built):
     """Two consecutive rollouts from the start of training: the second starts from a hidden
     state the first carried (not zeros)."""
-    first_runner, first, first_stats, _, first_windows = built["collect"](built["runner"])
-    second_runner, second, second_stats, _, second_windows = built["collect"](first_runner)
+    first_runner, first, first_stats, _, first_windows, _ = built["collect"](built["runner"])
+    second_runner, second, second_stats, _, second_windows, _ = built["collect"](first_runner)
     return [dict(start=built["runner"], transitions=jax.device_get(first),
                  stats=jax.device_get(first_stats), end=first_runner, windows=first_windows),
             dict(start=first_runner, transitions=jax.device_get(second),
@@ -206,7 +206,7 @@ def windowed_rollout(built, rollouts):
     """The second rollout of ``rollouts`` collected again under ``--sequence-length 4`` (same
     parameters, same start state)."""
     collect = rollout_setup(WINDOWED)["collect"]
-    _, transitions, _, _, windows = collect(rollouts[1]["start"])
+    _, transitions, _, _, windows, _ = collect(rollouts[1]["start"])
     return dict(transitions=jax.device_get(transitions), windows=np.asarray(windows))
 
 
@@ -497,7 +497,7 @@ def test_the_update_hands_the_rollout_over_to_gae_and_to_the_epochs(built, rollo
         optimizer=optimizer, reward_components=components, axis_name=None))
     start = rollouts[1]["start"]
     jax.block_until_ready(update(start))
-    _, transitions, _, discounted, windows = built["collect"](start)
+    _, transitions, _, discounted, windows, _ = built["collect"](start)
     np.testing.assert_array_equal(seen["epochs"][0], np.asarray(windows))
     np.testing.assert_array_equal(seen["epochs"][0][0], np.asarray(start.hidden))
     assert CONFIG.normalize_rewards

@@ -44,7 +44,7 @@ def toy_reward(features, action):
 @pytest.fixture(scope="module")
 def rollout():
     setup = rollout_setup(CONFIG)
-    new_runner, transitions, stats, discounted, windows = setup["collect"](setup["runner"])
+    new_runner, transitions, stats, discounted, windows, _ = setup["collect"](setup["runner"])
     return dict(setup, new_runner=new_runner, transitions=jax.device_get(transitions),
                 stats=jax.device_get(stats), discounted=np.asarray(discounted),
                 windows=windows)
@@ -230,7 +230,7 @@ def test_the_masked_action_count_counts_an_illegal_sample(monkeypatch):
     from purejaxrl import ppo
     monkeypatch.setattr(ppo, "sample_masked", lambda key, logits, mask: jnp.argmin(mask))
     setup = rollout_setup(CONFIG.replace(num_steps=8))
-    _, transitions, stats, _, _ = setup["collect"](setup["runner"])
+    _, transitions, stats, _, _, _ = setup["collect"](setup["runner"])
     forbids = ~np.asarray(transitions.mask).all(axis=-1)
     assert forbids.any()
     np.testing.assert_array_equal(np.asarray(stats["masked_actions_sampled"]),

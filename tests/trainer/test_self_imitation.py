@@ -83,7 +83,7 @@ def stored_share(config, gap):
     returns ``gap`` above the network's own values (one gap per item)."""
     env, env_params, network, optimizer, components = ppo.build(config)
     runner = ppo.init_runner_state(config, env, env_params, network, optimizer, len(components))
-    _, batch, _, _, window_hidden = ppo.collect_rollout(runner, config, env, env_params, network,
+    _, batch, _, _, window_hidden, _ = ppo.collect_rollout(runner, config, env, env_params, network,
                                                         components)
     items, _, hidden = self_imitation.rollout_items(batch, batch.value, window_hidden)
     count = len(gap)
