@@ -451,20 +451,25 @@ def test_a_frozen_recurrent_teacher_searches_from_its_own_memory():
     assert fitted_memory == {3: 0.0, 0: 0.0}
 
 
-def test_a_frozen_teachers_memory_follows_the_labelled_envs_games():
-    """After a rollout the frozen teacher's memory is its core stepped along each labelled
-    env's observations (the first 2 of 3 envs), zeroed where an episode started: 3 steps from
-    5 give 8; an episode starting at the second step leaves 2 (zeroed, then 2 steps)."""
-    env = TrainerEnv(Fork(), None)
+def fork_rollout() -> ppo.Transition:
+    """A hand-made rollout of 3 steps of 3 fork envs at the start; the second env's episode
+    starts at the second step."""
     steps, count = 3, 3
     obs, _ = Fork().reset(None, None)
     starts = jnp.array([[False, False, False], [False, True, False], [False, False, False]])
     zeros = jnp.zeros((steps, count))
-    transitions = ppo.Transition(
+    return ppo.Transition(
         obs=jax.tree.map(lambda x: jnp.broadcast_to(x, (steps, count) + x.shape), obs),
         mask=jnp.ones((steps, count, 2), bool), action=zeros.astype(jnp.int32),
         log_prob=zeros, value=zeros, reward=zeros, terminated=starts, truncated=starts,
         bootstrap_value=zeros, episode_start=starts)
+
+
+def test_a_frozen_teachers_memory_follows_the_labelled_envs_games():
+    """After a rollout the frozen teacher's memory is its core stepped along each labelled
+    env's observations (the first 2 of 3 envs), zeroed where an episode started: 3 steps from
+    5 give 8; an episode starting at the second step leaves 2 (zeroed, then 2 steps)."""
+    env, transitions = TrainerEnv(Fork(), None), fork_rollout()
     teacher = ppo.FrozenTeacher(params=None, return_stats=None, hidden=jnp.full((2, 1), 5.0))
     memory = jax.jit(lambda: ppo.advance_teacher_memory(teacher, transitions, env,
                                                         CountingCore()))()
@@ -477,19 +482,10 @@ def test_a_frozen_teachers_memory_is_also_read_at_each_envs_unsure_step():
     5, before step 2 of three it holds 7; before step 1 of an env whose episode starts there,
     the 6 of the old episode (the search's root zeroes it where the episode starts). The
     memory after the rollout is the same as without the steps: 8 and 2."""
-    env = TrainerEnv(Fork(), None)
-    steps, count = 3, 2
-    obs, _ = Fork().reset(None, None)
-    starts = jnp.array([[False, False], [False, True], [False, False]])
-    zeros = jnp.zeros((steps, count))
-    transitions = ppo.Transition(
-        obs=jax.tree.map(lambda x: jnp.broadcast_to(x, (steps, count) + x.shape), obs),
-        mask=jnp.ones((steps, count, 2), bool), action=zeros.astype(jnp.int32),
-        log_prob=zeros, value=zeros, reward=zeros, terminated=starts, truncated=starts,
-        bootstrap_value=zeros, episode_start=starts)
+    env, transitions = TrainerEnv(Fork(), None), fork_rollout()
     teacher = ppo.FrozenTeacher(params=None, return_stats=None, hidden=jnp.full((2, 1), 5.0))
     after, at_steps = jax.jit(lambda: ppo.advance_teacher_memory(
-        teacher, transitions, env, CountingCore(), jnp.array([2, 1])))()
+        teacher, transitions, env, CountingCore(), jnp.array([2, 1, 0])))()
     assert np.asarray(after[:, 0]).tolist() == [8.0, 2.0]
     assert np.asarray(at_steps[:, 0]).tolist() == [7.0, 6.0]
 
