@@ -225,6 +225,13 @@ class TrainConfig:
     # departs from the prior only where a Q difference is of a size that matters, not
     # wherever one action's estimate is ahead by noise (SPEC §4.5).
     distill_raw_values: bool = struct.field(pytree_node=False, default=False)
+    # The search's values as the critic's target (tree teacher, ``distill_leaf`` "value", so
+    # that they are in the critic's units): each update also fits the value head, with weight
+    # ``distill_value_coef``, to the teacher's value at every labelled state (its improved
+    # policy's mean of the completed root Q-values, ``search.Teaching.value``), as AlphaZero
+    # and MuZero fit their values to what the search found. 0: off. It labels with
+    # ``distill_coef`` 0 too (the search's values alone).
+    distill_value_coef: float = struct.field(pytree_node=False, default=0.0)
     # Self-imitation (purejaxrl/self_imitation.py): each update also imitates, with weight
     # ``sil_coef``, the actions of a replay of the agent's best recent items (steps, or BPTT
     # windows with a recurrent core) whose return still beats the critic; the replay holds
@@ -289,6 +296,12 @@ class TrainConfig:
     @property
     def envs_per_device(self) -> int:
         return self.num_envs // self.num_devices
+
+    @property
+    def distilling(self) -> bool:
+        """Whether a search teacher labels states each update (for its policy targets, its
+        values, or both)."""
+        return self.distill_coef > 0 or self.distill_value_coef > 0
 
     @property
     def distill_envs_per_device(self) -> int:
@@ -404,6 +417,7 @@ FIELDS_ADDED_LATER = {"encoder": "flat", "cell_features": 8, "normalize_rewards"
                       "distill_rollouts": 8, "distill_min_gain": 0.0, "distill_envs": None,
                       "distill_frozen_teacher": False, "distill_target": "policy",
                       "distill_replay": 0, "distill_raw_values": False,
+                      "distill_value_coef": 0.0,
                       "group_entropy_coef": 0.0, "explore_share": 0.0, "lr_floor": 0.0,
                       "explore_anneal": False, "head_width": 0,
                       "sil_coef": 0.0, "sil_windows": 1024, "sil_windows_per_update": 128}
@@ -596,7 +610,13 @@ def validate_config(config: TrainConfig) -> None:
          "--explore-anneal needs --explore-share P > 0 (the share it anneals from)")
     check_env_options(config)
     need(config.distill_coef >= 0, f"--distill-coef must be >= 0, got {config.distill_coef}")
-    if config.distill_coef > 0:
+    need(isinstance(config.distill_value_coef, (int, float)) and config.distill_value_coef >= 0,
+         f"--distill-value-coef must be >= 0, got {config.distill_value_coef!r}")
+    if config.distill_value_coef > 0:
+        need(config.distill_teacher == "tree" and config.distill_leaf == "value",
+             "--distill-value-coef needs the tree teacher with --distill-leaf value (the "
+             "search's values are then in the critic's units)")
+    if config.distilling:
         for name in ("distill_simulations", "distill_worlds"):
             value = getattr(config, name)
             need(isinstance(value, int) and value >= 1,
@@ -639,17 +659,20 @@ def validate_config(config: TrainConfig) -> None:
              f"--num-minibatches {config.num_minibatches} must divide the envs per device "
              f"the teacher labels ({labelled}) with --distill-coef: each minibatch fits an "
              "equal share of the envs' search targets")
-    need(not config.distill_raw_values or (config.distill_coef > 0
+    need(not config.distill_raw_values or (config.distilling
                                            and config.distill_teacher == "tree"),
-         "--distill-raw-values needs --distill-coef C > 0 and the tree teacher (its Q-values)")
-    need(not config.distill_frozen_teacher or config.distill_coef > 0,
-         "--distill-frozen-teacher needs --distill-coef C > 0 (the teacher it freezes)")
+         "--distill-raw-values needs a search teacher (--distill-coef or --distill-value-coef "
+         "> 0) and the tree teacher (its Q-values)")
+    need(not config.distill_frozen_teacher or config.distilling,
+         "--distill-frozen-teacher needs a search teacher (--distill-coef or "
+         "--distill-value-coef > 0: the teacher it freezes)")
     need(isinstance(config.distill_replay, int) and not isinstance(config.distill_replay, bool)
          and config.distill_replay >= 0,
          f"--distill-replay must be an integer >= 0, got {config.distill_replay!r}")
     if config.distill_replay > 0:
-        need(config.distill_coef > 0,
-             "--distill-replay needs --distill-coef C > 0 (the labels it keeps)")
+        need(config.distilling,
+             "--distill-replay needs a search teacher (--distill-coef or "
+             "--distill-value-coef > 0: the labels it keeps)")
         need(config.distill_teacher == "tree",
              "--distill-replay applies to --distill-teacher tree only")
         devices, labelled = config.num_devices, config.distill_envs_per_device

@@ -61,31 +61,51 @@ def policy_loss(network, params, obs, target, mask, hidden=None,
     ``axis_name`` (the batch split over devices, whose gradients and logged values are then
     averaged over them) each device returns its share of the weighted mean over the whole
     batch: a device's own weighted mean would count one labelled state as much as forty."""
-    if hidden is None:
-        logits, _ = network.apply(params, obs)
-    else:
-        _, logits, _ = step_recurrent(network, params, hidden, obs,
-                                      jnp.zeros(hidden.shape[0], jnp.bool_))
+    logits, _ = _heads(network, params, obs, hidden)
     log_policy = jax.nn.log_softmax(masked_logits(logits, mask))
     log_policy = jnp.where(mask, log_policy, 0.0)  # 0 * -1e9 is 0, but keep it exact
     cross_entropy = -jnp.sum(target * log_policy, axis=-1)
     target_entropy = -jnp.sum(jnp.where(target > 0, target * jnp.log(target), 0.0), axis=-1)
     policy_entropy = -jnp.sum(jnp.exp(log_policy) * log_policy, axis=-1)
-    if weight is None:
-        mean = jnp.mean
-    else:
-        weight = jax.lax.stop_gradient(weight)
-        total_weight, devices = jnp.sum(weight), 1
-        if axis_name is not None:
-            total_weight = jax.lax.psum(total_weight, axis_name)
-            devices = jax.lax.psum(1, axis_name)
-
-        def mean(values):
-            return devices * jnp.sum(weight * values) / jnp.maximum(total_weight, 1e-8)
+    mean = _batch_mean(weight, axis_name)
     loss = mean(cross_entropy)
     return loss, {"loss": loss, "kl": mean(cross_entropy - target_entropy),
                   "policy_entropy": mean(policy_entropy),
                   "target_entropy": mean(target_entropy)}
+
+
+def value_loss(network, params, obs, target, hidden=None, weight=None,
+               axis_name=None) -> jax.Array:
+    """Half the mean squared error of the critic against ``target`` (f32[N]: the search's
+    values, in the critic's units), weighted and averaged over devices as ``policy_loss``."""
+    _, value = _heads(network, params, obs, hidden)
+    return _batch_mean(weight, axis_name)(0.5 * jnp.square(value - target))
+
+
+def _heads(network, params, obs, hidden):
+    """(logits, value) at ``obs``; a recurrent network steps once from ``hidden``."""
+    if hidden is None:
+        return network.apply(params, obs)
+    _, logits, value = step_recurrent(network, params, hidden, obs,
+                                      jnp.zeros(hidden.shape[0], jnp.bool_))
+    return logits, value
+
+
+def _batch_mean(weight, axis_name):
+    """The mean over a batch, weighted by ``weight`` (f32[N]; None: plain). Under
+    ``axis_name`` each device returns its share of the weighted mean over the whole batch,
+    so that the devices' average is that mean (``policy_loss``)."""
+    if weight is None:
+        return jnp.mean
+    weight = jax.lax.stop_gradient(weight)
+    total_weight, devices = jnp.sum(weight), 1
+    if axis_name is not None:
+        total_weight = jax.lax.psum(total_weight, axis_name)
+        devices = jax.lax.psum(1, axis_name)
+
+    def mean(values):
+        return devices * jnp.sum(weight * values) / jnp.maximum(total_weight, 1e-8)
+    return mean
 
 
 def make_optimizer(settings: ExpertIterationSettings) -> optax.GradientTransformation:

@@ -31,21 +31,27 @@ import jax.numpy as jnp
 @struct.dataclass
 class LabelReplay:
     """One device's ring of ``K`` labels: ``labels`` a dict of ``obs`` (the observation pytree),
-    ``target`` f32[K, A], ``mask`` bool[K, A], ``weight`` f32[K] and, with a recurrent core,
-    ``hidden`` f32[K, C]; ``filled`` bool[K]."""
+    ``target`` f32[K, A], ``mask`` bool[K, A], ``weight`` f32[K], with a recurrent core
+    ``hidden`` f32[K, C], and with the search's values ``value`` and ``value_weight`` f32[K];
+    ``filled`` bool[K]."""
 
     labels: dict
     filled: jax.Array
 
 
-def empty_replay(obs, mask, hidden, capacity: int) -> LabelReplay:
+def empty_replay(obs, mask, hidden, capacity: int, with_values: bool = False) -> LabelReplay:
     """An empty ring of ``capacity`` labels shaped after the envs' compact observation ``obs``
-    (leading axis N), their action mask and the recurrent memory (f32[N, C], or None)."""
+    (leading axis N), their action mask and the recurrent memory (f32[N, C], or None);
+    ``with_values`` (``--distill-value-coef``) also keeps the search's ``value`` f32[K] and
+    its ``value_weight`` f32[K]."""
     def blank(x):
         return jnp.zeros((capacity,) + x.shape[1:], x.dtype)
     labels = dict(obs=jax.tree.map(blank, obs), mask=blank(mask),
                   target=jnp.zeros((capacity, mask.shape[-1]), jnp.float32),
                   weight=jnp.zeros(capacity, jnp.float32))
+    if with_values:
+        labels.update(value=jnp.zeros(capacity, jnp.float32),
+                      value_weight=jnp.zeros(capacity, jnp.float32))
     if hidden is not None:
         labels["hidden"] = blank(hidden)
     return LabelReplay(labels=labels, filled=jnp.zeros(capacity, bool))
@@ -68,5 +74,8 @@ def store(replay: LabelReplay, fresh: dict, update_step) -> LabelReplay:
 def fitted_labels(replay: LabelReplay) -> dict:
     """The whole ring as the fit's labels (``update_epochs``' ``distill``): every slot, an
     empty one weighing 0."""
-    weight = replay.labels["weight"] * replay.filled.astype(jnp.float32)
-    return dict(replay.labels, weight=weight)
+    filled = replay.filled.astype(jnp.float32)
+    fitted = dict(replay.labels, weight=replay.labels["weight"] * filled)
+    if "value_weight" in fitted:
+        fitted["value_weight"] = fitted["value_weight"] * filled
+    return fitted

@@ -25,7 +25,8 @@ from purejaxrl.ppo import UpdateMetrics
 
 _LOSS_FIELDS = ("total_loss", "policy_loss", "value_loss", "entropy", "normalized_entropy",
                 "group_entropy", "approx_kl", "clip_fraction", "grad_norm", "distill_loss",
-                "distill_kl", "distill_labelled", "distill_kl_fresh", "sil_loss", "sil_positive",
+                "distill_kl", "distill_labelled", "distill_kl_fresh", "distill_value_loss",
+                "sil_loss", "sil_positive",
                 "explained_variance", "learning_rate")
 
 

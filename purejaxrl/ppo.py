@@ -41,11 +41,11 @@ from purejaxrl.config import (BOARD_ENCODERS, ConfigError, TrainConfig, check_en
 from purejaxrl.curriculum import StartArchive, curriculum_step, empty_archive
 from purejaxrl.env_protocol import TrainerEnv
 from purejaxrl.expert_iteration import policy_loss as distillation_loss
+from purejaxrl.expert_iteration import value_loss as search_value_loss
 from purejaxrl import label_replay, self_imitation
-from purejaxrl.search import (SearchSettings, critic_objective,
-                              make_recurrent_search_teacher, make_search_teacher, network_node,
-                              network_prior)
-from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_search
+from purejaxrl.search import (SearchSettings, critic_objective, feedforward_node,
+                              make_recurrent_search_teacher, network_node, network_prior)
+from purejaxrl.rollout_search import RolloutSettings, make_rollout_search
 from purejaxrl.networks import (ActorCritic, apply_step, init_network, is_recurrent,
                                 log_prob_of, make_network, masked_entropy, masked_logits,
                                 masked_group_entropy, masked_log_probs, sample_masked,
@@ -118,10 +118,10 @@ def check_env_config(config: TrainConfig, env: TrainerEnv) -> None:
         raise ConfigError(f"--encoder {config.encoder} needs an env with a board view; "
                           f"{config.env!r} has none (use flat"
                           + (" or cnn)" if env.image_observation else ")"))
-    if config.distill_coef > 0 and env.search_hooks is None:
+    if config.distilling and env.search_hooks is None:
         raise ConfigError(f"--distill-coef needs an env with search hooks (hackmatrix); "
                           f"{config.env!r} has none")
-    if (config.distill_coef > 0 and config.distill_where == "acquire"
+    if (config.distilling and config.distill_where == "acquire"
             and not hasattr(env.search_hooks, "acquisition_in_reach")):
         raise ConfigError(f"--distill-where acquire needs an env whose search hooks have "
                           f"acquisition_in_reach (hackmatrix); {config.env!r} has none")
@@ -303,6 +303,9 @@ class UpdateMetrics:
     # With kept labels (``--distill-replay``): the KL from this update's fresh labels to the
     # policy before the update (``distill_kl`` is then the fit on the whole ring).
     distill_kl_fresh: jax.Array
+    # ``--distill-value-coef`` (0 when off): half the weighted mean squared error of the
+    # critic against the search's values at the labelled states.
+    distill_value_loss: jax.Array
     # Self-imitation (0 when off): its policy term, and the share of the replay's steps whose
     # return still beats the critic.
     sil_loss: jax.Array
@@ -458,7 +461,8 @@ def init_runner_state(config: TrainConfig, env, env_params, network: ActorCritic
             # This device's share of the kept labels (``count`` of the ``num_envs`` envs).
             labels = label_replay.empty_replay(env.compact_observation(obs),
                                                env.action_mask(obs), hidden,
-                                               config.distill_replay * count // config.num_envs)
+                                               config.distill_replay * count // config.num_envs,
+                                               with_values=config.distill_value_coef > 0)
         return RunnerState(
             params=params, opt_state=optimizer.init(params), env_state=env_state, obs=obs,
             env_keys=rows(env_key), update_key=update_key,
@@ -682,7 +686,7 @@ def collect_rollout(runner: RunnerState, config: TrainConfig, env, env_params,
         return (runner, unsure), (transition, stats, discounted)
 
     unsure = (UnsureStates.start(runner)
-              if config.distill_coef > 0 and config.distill_where == "unsure" else None)
+              if config.distilling and config.distill_where == "unsure" else None)
     windows = config.windows_per_env if runner.hidden is not None else 1
     if windows == 1:
         window_hidden = None if runner.hidden is None else runner.hidden[None]
@@ -869,8 +873,14 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
     def loss(params, batch, adv, tgt, hidden, distilled, imitated):
         total, aux = ppo_loss(params, network, batch, adv, tgt, config, hidden, group_matrix)
         aux = dict(aux, distill_loss=jnp.float32(0.0), distill_kl=jnp.float32(0.0),
-                   distill_labelled=jnp.float32(0.0),
+                   distill_labelled=jnp.float32(0.0), distill_value_loss=jnp.float32(0.0),
                    sil_loss=jnp.float32(0.0), sil_positive=jnp.float32(0.0))
+        if distilled is not None and "value" in distilled:
+            value_fit = search_value_loss(network, params, distilled["obs"], distilled["value"],
+                                          distilled.get("hidden"), distilled["value_weight"],
+                                          axis_name)
+            total = total + config.distill_value_coef * value_fit
+            aux.update(distill_value_loss=value_fit)
         if distilled is not None:
             cross_entropy, fit = distillation_loss(
                 network, params, distilled["obs"], distilled["target"], distilled["mask"],
@@ -1027,12 +1037,15 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
               else dict(weight=jax.vmap(labelled)(runner.obs).astype(jnp.float32)))
     params, _ = teacher_network(runner)
     if runner.hidden is None:
-        teacher = make_search_teacher(settings=settings,
-                                      prior_fn=network_prior(network, params, **mix),
-                                      **search_hooks)
-        _, target = jax.vmap(teacher)(keys, runner.obs, runner.env_state)
-        return overruling_targets(dict(obs=runner.obs, target=target, mask=mask, **weight),
-                                  runner, config, network, weigh_overrules)
+        leaf_value = search_hooks.pop("leaf_value")
+        teacher = make_recurrent_search_teacher(
+            settings=settings, node_fn=feedforward_node(network_prior(network, params, **mix),
+                                                        leaf_value), **search_hooks)
+        teaching = jax.vmap(teacher, in_axes=(0, 0, 0, None))(keys, runner.obs,
+                                                              runner.env_state, ())
+        targets = dict(obs=runner.obs, target=teaching.target, mask=mask, **weight)
+        return overruling_targets(with_search_values(targets, teaching, config), runner,
+                                  config, network, weigh_overrules)
     # A recurrent network: every node of the tree is evaluated from its parent's hidden state
     # (``network_node``), the root from the memory the env's player holds before this
     # observation (zeros at an episode's first step); the update fits the policy's step from
@@ -1047,9 +1060,22 @@ def search_distillation_targets(runner: RunnerState, config: TrainConfig, env: T
     if runner.teacher is not None:
         teacher_memory = jnp.where(episode_starts(runner)[:, None],
                                    network.initial_hidden(count), runner.teacher.hidden)
-    _, target, _ = jax.vmap(teacher)(keys, runner.obs, runner.env_state, teacher_memory)
-    return overruling_targets(dict(obs=runner.obs, target=target, mask=mask, hidden=memory,
-                                   **weight), runner, config, network, weigh_overrules)
+    teaching = jax.vmap(teacher)(keys, runner.obs, runner.env_state, teacher_memory)
+    targets = dict(obs=runner.obs, target=teaching.target, mask=mask, hidden=memory, **weight)
+    return overruling_targets(with_search_values(targets, teaching, config), runner, config,
+                              network, weigh_overrules)
+
+
+def with_search_values(targets: dict, teaching, config: TrainConfig) -> dict:
+    """``--distill-value-coef``: the labels also carry the search's value of each state
+    (``value``, in the critic's units) and its weight in the critic's fit (``value_weight``:
+    every labelled state, times any ``distill_where`` label; not the move target's overrule
+    weight, which says where the policy should move, not where the value is known)."""
+    if config.distill_value_coef <= 0:
+        return targets
+    count = teaching.value.shape[0]
+    return dict(targets, value=lax.stop_gradient(teaching.value),
+                value_weight=targets.get("weight", jnp.ones(count, jnp.float32)))
 
 
 def overruling_targets(targets: dict, runner: RunnerState, config: TrainConfig,
@@ -1196,7 +1222,7 @@ def ppo_update(runner: RunnerState, config: TrainConfig, env, env_params, networ
             obs=unsure.obs, env_state=unsure.env_state, hidden=unsure.hidden,
             episode=runner.episode.replace(lengths=unsure.lengths))
     labels, fresh_kl = runner.labels, jnp.float32(0.0)
-    if config.distill_coef > 0:
+    if config.distilling:
         distill = search_distillation_targets(
             labelled_runner, config, env, network,
             jax.random.fold_in(shuffle_key, DISTILL_KEY_TAG), weigh_overrules=labels is None)
@@ -1344,7 +1370,7 @@ def build(config: TrainConfig):
     """Everything static a run needs: (env, env_params, network, optimizer, reward component
     names)."""
     env, env_params = make_env(config)
-    if (config.distill_coef > 0 and config.distill_leaf == "value"
+    if (config.distilling and config.distill_leaf == "value"
             and hasattr(env.search_hooks, "critic_leaf_problem")):
         problem = env.search_hooks.critic_leaf_problem(config.env_option_values())
         if problem:

@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxrl.search import env_reward, searchable
+from purejaxrl.search import env_reward, feedforward_node, searchable  # noqa: F401 (its API)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -195,10 +195,3 @@ def make_rollout_policy(model_env, model_params, settings: RolloutSettings, *,
         action, _, memory = search(key, obs, env_state, memory)
         return action, memory
     return RecurrentPolicy(act, initial_memory)
-
-
-def feedforward_node(prior_fn: Callable, leaf_value: Callable) -> Callable:
-    """``node_fn`` of a network without memory: ``prior_fn(obs)`` and ``leaf_value``."""
-    def node(memory, key, obs, state):
-        return memory, prior_fn(obs), leaf_value(key, obs, state)
-    return node

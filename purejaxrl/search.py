@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-from typing import Callable, Mapping, Optional
+from typing import Callable, Mapping, NamedTuple, Optional
 
 import jax
 from jax import lax
@@ -235,9 +235,21 @@ def make_search_policy(model_env, model_params, settings: SearchSettings, *,
                                           **hooks)
 
     def act(key, obs, env_state, memory):
-        action, _, memory = teach(key, obs, env_state, memory)
-        return action, memory
+        teaching = teach(key, obs, env_state, memory)
+        return teaching.action, teaching.memory
     return RecurrentPolicy(act, initial_memory)
+
+
+class Teaching(NamedTuple):
+    """What one search gives at one state (``make_recurrent_search_teacher``)."""
+
+    action: jax.Array  # i32: the move (aggregated over the worlds)
+    target: jax.Array  # f32[A]: the improved policy averaged over the worlds, 0 where illegal
+    memory: object  # the root's memory after the observation (the player's)
+    # f32: the search's value of the state, in its objective's units: per world the improved
+    # policy's mean of the completed root Q-values (what playing the improved policy from
+    # here is worth, as the search estimates it), averaged over the worlds.
+    value: jax.Array
 
 
 def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
@@ -251,11 +263,17 @@ def make_search_teacher(model_env, model_params, settings: SearchSettings, *,
 
     ``prior_fn(obs) -> logits``; ``leaf_value(key, obs, model_state) -> value``; the other
     hooks are ``make_recurrent_search_teacher``'s."""
-    def node_fn(memory, key, obs, state):
-        return memory, prior_fn(obs), leaf_value(key, obs, state)
-    teach = make_recurrent_search_teacher(model_env, model_params, settings, node_fn=node_fn,
-                                          **hooks)
+    teach = make_recurrent_search_teacher(model_env, model_params, settings,
+                                          node_fn=feedforward_node(prior_fn, leaf_value), **hooks)
     return lambda key, obs, env_state: teach(key, obs, env_state, ())[:2]
+
+
+def feedforward_node(prior_fn: Callable, leaf_value: Callable) -> Callable:
+    """``node_fn`` of a network without memory (its memory passes through unchanged):
+    ``prior_fn(obs) -> logits``, ``leaf_value(key, obs, model_state) -> value``."""
+    def node(memory, key, obs, state):
+        return memory, prior_fn(obs), leaf_value(key, obs, state)
+    return node
 
 
 def make_recurrent_search_teacher(model_env, model_params, settings: SearchSettings, *,
@@ -263,7 +281,8 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
                                   to_model: Callable = lambda s: s,
                                   sample_world: Optional[Callable] = None,
                                   allowed_actions: Optional[np.ndarray] = None):
-    """``teach(key, obs, env_state, memory) -> (action, target, memory after obs)``: the search
+    """``teach(key, obs, env_state, memory) -> Teaching`` (action, target, memory after obs,
+    value): the search
     of ``make_search_teacher`` whose nodes are evaluated with a memory (a recurrent network's
     hidden state): ``node_fn(memory, key, obs, model_state) -> (memory after obs, prior
     logits, value)``. The root is evaluated from the memory the player carries; every child
@@ -336,7 +355,9 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
                                          value_scale=settings.value_scale,
                                          rescale_values=settings.rescale_values))
         target = jnp.where(legal, jnp.mean(output.action_weights, axis=0), 0.0)
-        return aggregate_worlds(output, legal), target / jnp.sum(target), root_memory
+        value = jnp.mean(jnp.sum(output.action_weights * completed_root_q(output), axis=-1))
+        return Teaching(aggregate_worlds(output, legal), target / jnp.sum(target),
+                        root_memory, value)
 
     return act
 
@@ -391,15 +412,20 @@ def hold_plans(policy, plan_actions, hold_steps: int, legal: Callable):
     return RecurrentPolicy(act, (inner.initial_memory, jnp.int32(0), jnp.int32(0)))
 
 
-def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
-    """The move from per-world search outputs (module docstring: votes, then mean Q)."""
+def completed_root_q(output) -> jax.Array:
+    """Per world, the root's completed Q-values (f32[W, A]): a visited action's Q, else the
+    root's value."""
     tree = output.search_tree
-    num_actions = legal.shape[-1]
-    votes = jnp.sum(jax.nn.one_hot(output.action, num_actions), axis=0)
     root = jnp.full(tree.node_values.shape[:1], tree.ROOT_INDEX)
     visited = tree.children_visits[:, tree.ROOT_INDEX] > 0
-    completed = jnp.where(visited, tree.qvalues(root), tree.node_values[:, tree.ROOT_INDEX, None])
-    score = votes * _VOTE_WEIGHT + jnp.mean(completed, axis=0)
+    return jnp.where(visited, tree.qvalues(root), tree.node_values[:, tree.ROOT_INDEX, None])
+
+
+def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
+    """The move from per-world search outputs (module docstring: votes, then mean Q)."""
+    num_actions = legal.shape[-1]
+    votes = jnp.sum(jax.nn.one_hot(output.action, num_actions), axis=0)
+    score = votes * _VOTE_WEIGHT + jnp.mean(completed_root_q(output), axis=0)
     return jnp.argmax(jnp.where(legal, score, -jnp.inf)).astype(jnp.int32)
 
 

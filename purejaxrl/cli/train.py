@@ -68,7 +68,8 @@ _CONFIG_FLAGS = (
     "core_width", "head_width", "sequence_length", "distill_coef", "distill_simulations",
     "distill_worlds", "distill_leaf", "distill_where", "distill_prior_mix", "distill_teacher",
     "distill_rollouts", "distill_min_gain", "distill_envs", "distill_frozen_teacher",
-    "distill_target", "distill_replay", "distill_raw_values", "sil_coef", "sil_windows",
+    "distill_target", "distill_replay", "distill_raw_values", "distill_value_coef", "sil_coef",
+    "sil_windows",
     "sil_windows_per_update",
     "num_devices",
     "seed", "num_seeds")
@@ -195,6 +196,11 @@ def build_parser() -> argparse.ArgumentParser:
                          help="the tree teacher's Q-values in its objective's units, not "
                               "min-max normalised per node, so its targets depart from the "
                               "prior only where a Q difference is large (default off)")
+    distill.add_argument("--distill-value-coef", type=finite_float, metavar="CV",
+                         help="weight of fitting the critic to the tree teacher's value (its "
+                              "improved policy's mean of the root Q-values) at the states it "
+                              "labels; needs --distill-leaf value; with --distill-coef 0 the "
+                              "search's values alone are fitted (default 0: off)")
     sil = parser.add_argument_group("self-imitation (any env; purejaxrl/self_imitation.py)")
     sil.add_argument("--sil-coef", type=finite_float, metavar="C",
                      help="weight of self-imitation: each minibatch also imitates the actions "

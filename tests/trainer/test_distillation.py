@@ -106,9 +106,9 @@ def test_distillation_config_is_checked_before_any_work():
         validate_config(on.replace(distill_where="sometimes"))
     with pytest.raises(ConfigError, match=r"--distill-prior-mix must be in \[0, 1\]"):
         validate_config(on.replace(distill_prior_mix=1.5))
-    with pytest.raises(ConfigError, match="--distill-raw-values needs --distill-coef"):
+    with pytest.raises(ConfigError, match="--distill-raw-values needs a search teacher"):
         validate_config(CONFIG.replace(distill_raw_values=True))
-    with pytest.raises(ConfigError, match="--distill-raw-values needs --distill-coef"):
+    with pytest.raises(ConfigError, match="--distill-raw-values needs a search teacher"):
         validate_config(on.replace(distill_raw_values=True, distill_teacher="rollout"))
     with pytest.raises(ConfigError, match="search hooks"):
         ppo.make_env(on)
@@ -401,6 +401,103 @@ class ParamCritic:
         return jnp.zeros(obs.action_mask.shape), params[obs.position]
 
 
+def test_search_values_are_the_improved_policys_value_in_the_critics_units():
+    """``--distill-value-coef``: each label carries the search's value of its state, the
+    improved policy's mean of the completed root Q-values. On the fork with a critic that
+    values nothing, Q(action 0) is its gain in the critic's units (return variance 4: 0.5;
+    variance 0.01: 10) and Q(action 1) is 0, so the value is that gain times the target's
+    weight on action 0, which the search prefers: above half the gain, at most the gain. It
+    weighs at every labelled state; with the coefficient 0 the labels carry no value."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_value_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="none")
+
+    def labels(var, config=config):
+        runner = fork_runner(1).replace(params=jnp.zeros(3), return_stats=ppo.ReturnStatistics(
+            count=jnp.float32(1.0), mean=jnp.float32(0.0), var=jnp.float32(var)))
+        return jax.jit(lambda: ppo.search_distillation_targets(
+            runner, config, env, ParamCritic(), jax.random.PRNGKey(0)))()
+
+    for var, gain in ((4.0, 0.5), (0.01, 10.0)):
+        found = labels(var)
+        value, on_gain = float(found["value"][0]), float(found["target"][0, 0])
+        assert value == pytest.approx(gain * on_gain, rel=1e-5)
+        assert 0.5 * gain < value <= gain
+        assert float(found["value_weight"][0]) == 1.0
+    assert "value" not in labels(4.0, config.replace(distill_value_coef=0.0, distill_coef=1.0))
+
+
+def test_the_value_term_moves_the_critic_onto_the_search_values():
+    """One update's epochs from the same rollout, advantages and value targets zero: with the
+    value term on (coefficient 5, targets 1 above the critic's values before the update, half
+    the states weighing) the critic rises at the weighing states far more than PPO alone
+    moves it, and the reported term is half the squared error at the start (0.5) or less;
+    with the policy term off (``distill_coef`` 0) the distillation's policy metrics stay 0.
+    ``value_loss`` weighs as ``policy_loss``: a state of weight 0 gets no gradient."""
+    from purejaxrl.expert_iteration import value_loss
+
+    setup = rollout_setup(CONFIG)
+    env, network, runner = setup["env"], setup["network"], setup["runner"]
+    after, transitions, _, _, window_hidden, _ = setup["collect"](runner)
+    mask = env.action_mask(after.obs)
+
+    def values_of(params):
+        return ppo.apply_step(network, params, None, after.obs,
+                              jnp.zeros(CONFIG.num_envs, bool))[2]
+
+    weight = jnp.array([1.0, 0.0] * (CONFIG.num_envs // 2))
+    distill = dict(obs=after.obs, mask=mask, target=jax.nn.one_hot(
+        jnp.argmax(mask, axis=-1), mask.shape[-1], dtype=jnp.float32),
+                   weight=jnp.zeros(CONFIG.num_envs), value=values_of(runner.params) + 1.0,
+                   value_weight=weight)
+    zeros = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
+    optimizer = ppo.make_optimizer(CONFIG)
+
+    def run(config, distill):
+        return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
+                                 zeros, zeros, jax.random.PRNGKey(1), config, network,
+                                 optimizer, None, window_hidden, distill)
+
+    off = jax.jit(lambda: run(CONFIG, None))()
+    on = jax.jit(lambda: run(CONFIG.replace(distill_value_coef=5.0), distill))()
+    before = np.asarray(values_of(runner.params))
+    rise_on = (np.asarray(values_of(on[0])) - before)[np.asarray(weight) > 0]
+    rise_off = (np.asarray(values_of(off[0])) - before)[np.asarray(weight) > 0]
+    assert (rise_on > 0).all() and rise_on.mean() > 5 * abs(rise_off).mean()
+    losses = on[2]
+    assert 0 < float(losses["distill_value_loss"]) <= 0.5 + 1e-6
+    assert float(losses["distill_loss"]) == 0.0 and float(losses["distill_labelled"]) == 0.0
+    assert float(off[2]["distill_value_loss"]) == 0.0
+
+    class Table:
+        def apply(self, params, obs):
+            return jnp.zeros(obs.shape + (2,)), params[obs]
+    table, obs = jnp.zeros(2), jnp.array([0, 1])
+    grads = jax.grad(lambda p: value_loss(Table(), p, obs, jnp.array([2.0, 3.0]),
+                                          weight=jnp.array([1.0, 0.0])))(table)
+    assert float(value_loss(Table(), table, obs, jnp.array([2.0, 3.0]),
+                            weight=jnp.array([1.0, 0.0]))) == pytest.approx(2.0)
+    assert float(grads[0]) == pytest.approx(-2.0) and float(grads[1]) == 0.0
+
+
+def test_search_value_options_are_checked_before_any_work():
+    """``--distill-value-coef`` needs the tree teacher and the value leaf (its values are
+    then in the critic's units) and must be >= 0; with it alone (``--distill-coef`` 0) the
+    teacher still labels."""
+    on = TrainConfig(env="toy", num_envs=8, num_steps=4, num_minibatches=4, total_timesteps=64,
+                     recurrent_core="none", distill_value_coef=1.0, distill_leaf="value")
+    validate_config(on)
+    assert on.distilling and not on.replace(distill_value_coef=0.0).distilling
+    with pytest.raises(ConfigError, match="--distill-value-coef needs the tree teacher with "
+                                          "--distill-leaf value"):
+        validate_config(on.replace(distill_leaf="game"))
+    with pytest.raises(ConfigError, match="--distill-value-coef needs the tree teacher"):
+        validate_config(on.replace(distill_teacher="rollout"))
+    with pytest.raises(ConfigError, match="--distill-value-coef must be >= 0"):
+        validate_config(on.replace(distill_value_coef=-1.0))
+
+
 def test_a_frozen_teacher_searches_with_its_own_weights_and_units():
     """``--distill-frozen-teacher``: the teacher's prior and critic are the frozen network's
     weights and its critic's units its own return statistics, not the fitted network's. The
@@ -640,7 +737,7 @@ def test_a_frozen_teacher_is_checked_before_any_work(tmp_path):
     from tests.trainer.toy_run import options
     frozen = CONFIG.replace(distill_coef=1.0, distill_frozen_teacher=True)
     validate_config(frozen)
-    with pytest.raises(ConfigError, match="--distill-frozen-teacher needs --distill-coef"):
+    with pytest.raises(ConfigError, match="--distill-frozen-teacher needs a search teacher"):
         validate_config(frozen.replace(distill_coef=0.0))
     with pytest.raises(ConfigError, match="--distill-frozen-teacher applies to "
                                           "--distill-teacher tree only"):

@@ -81,7 +81,7 @@ def test_the_replay_options_are_checked_before_any_work():
     validate_config(base)
     on = base.replace(distill_coef=1.0, distill_envs=4)
     validate_config(on.replace(distill_replay=16))
-    with pytest.raises(ConfigError, match="--distill-replay needs --distill-coef"):
+    with pytest.raises(ConfigError, match="--distill-replay needs a search teacher"):
         validate_config(base.replace(distill_replay=16))
     with pytest.raises(ConfigError, match="--distill-replay must be an integer >= 0"):
         validate_config(on.replace(distill_replay=-4))
@@ -124,3 +124,18 @@ def test_a_checkpoint_with_kept_labels_and_a_frozen_teacher_can_be_trimmed():
         labels, teacher = small["runner_state"].labels, small["runner_state"].teacher
         np.testing.assert_array_equal(labels.labels["target"], runner.labels.labels["target"])
         np.testing.assert_array_equal(teacher.hidden, runner.teacher.hidden[:teacher_rows])
+
+
+def test_kept_search_values_travel_with_their_labels_and_empty_slots_weigh_nothing():
+    """With ``--distill-value-coef`` the ring also keeps each label's search value and its
+    weight in the critic's fit; an empty slot's value weighs 0, as its policy target does."""
+    example = labels(0, 2)
+    replay = label_replay.empty_replay(example["obs"], example["mask"], None, 4,
+                                       with_values=True)
+    fresh = dict(labels(10, 2), value=jnp.array([0.5, -1.5]),
+                 value_weight=jnp.array([1.0, 0.0]))
+    replay = label_replay.store(replay, fresh, 1)
+    fitted = label_replay.fitted_labels(replay)
+    assert np.asarray(fitted["value"]).tolist() == [0.0, 0.0, 0.5, -1.5]
+    assert np.asarray(fitted["value_weight"]).tolist() == [0.0, 0.0, 1.0, 0.0]
+    assert "value" not in label_replay.fitted_labels(empty(4))  # off: the ring as before

@@ -774,9 +774,9 @@ def test_a_recurrent_search_carries_the_memory_down_the_tree():
         node_fn=node_fn, reward_fn=objective["reward_fn"])
     obs, state = fork.reset(None, None)
     teach = jax.jit(teach)
-    action, _, memory = teach(jax.random.PRNGKey(0), obs, state, jnp.int32(5))
+    action, _, memory, _ = teach(jax.random.PRNGKey(0), obs, state, jnp.int32(5))
     assert (int(action), int(memory)) == (1, 6)
-    action, _, _ = teach(jax.random.PRNGKey(0), obs, state, jnp.int32(-100))
+    action, _, _, _ = teach(jax.random.PRNGKey(0), obs, state, jnp.int32(-100))
     assert int(action) == 0
 
 
