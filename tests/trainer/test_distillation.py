@@ -43,21 +43,26 @@ def distilled_update(config: TrainConfig) -> dict:
                    target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
     if after.hidden is not None:
         distill["hidden"] = after.hidden
-    zeros = jnp.zeros((config.num_steps, config.num_envs))
-    optimizer = ppo.make_optimizer(config)
-
-    def run(config, distill):
-        return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
-                                 zeros, zeros, jax.random.PRNGKey(1), config, network,
-                                 optimizer, None, window_hidden, distill)
-
-    off = jax.jit(lambda: run(config, None))()
-    on = jax.jit(lambda: run(config.replace(distill_coef=5.0), distill))()
+    off = zero_advantage_epochs(setup, transitions, window_hidden, config, None)
+    on = zero_advantage_epochs(setup, transitions, window_hidden,
+                               config.replace(distill_coef=5.0), distill)
 
     def target_log_prob(params):
         return np.asarray(log_prob_of(logits_of(params), mask, least_liked))
     return dict(off=off, on=on, before=target_log_prob(runner.params),
                 off_after=target_log_prob(off[0]), on_after=target_log_prob(on[0]))
+
+
+def zero_advantage_epochs(setup: dict, transitions, window_hidden, config: TrainConfig,
+                          distill):
+    """``update_epochs`` from the setup's runner over one rollout with advantages and value
+    targets zero, so that what moves the network beyond PPO's own terms is ``distill``."""
+    runner, network = setup["runner"], setup["network"]
+    zeros = jnp.zeros((config.num_steps, config.num_envs))
+    optimizer = ppo.make_optimizer(config)
+    return jax.jit(lambda: ppo.update_epochs(
+        runner.params, optimizer.init(runner.params), transitions, zeros, zeros,
+        jax.random.PRNGKey(1), config, network, optimizer, None, window_hidden, distill))()
 
 
 @pytest.fixture(scope="module")
@@ -451,16 +456,9 @@ def test_the_value_term_moves_the_critic_onto_the_search_values():
         jnp.argmax(mask, axis=-1), mask.shape[-1], dtype=jnp.float32),
                    weight=jnp.zeros(CONFIG.num_envs), value=values_of(runner.params) + 1.0,
                    value_weight=weight)
-    zeros = jnp.zeros((CONFIG.num_steps, CONFIG.num_envs))
-    optimizer = ppo.make_optimizer(CONFIG)
-
-    def run(config, distill):
-        return ppo.update_epochs(runner.params, optimizer.init(runner.params), transitions,
-                                 zeros, zeros, jax.random.PRNGKey(1), config, network,
-                                 optimizer, None, window_hidden, distill)
-
-    off = jax.jit(lambda: run(CONFIG, None))()
-    on = jax.jit(lambda: run(CONFIG.replace(distill_value_coef=5.0), distill))()
+    off = zero_advantage_epochs(setup, transitions, window_hidden, CONFIG, None)
+    on = zero_advantage_epochs(setup, transitions, window_hidden,
+                               CONFIG.replace(distill_value_coef=5.0), distill)
     before = np.asarray(values_of(runner.params))
     rise_on = (np.asarray(values_of(on[0])) - before)[np.asarray(weight) > 0]
     rise_off = (np.asarray(values_of(off[0])) - before)[np.asarray(weight) > 0]
