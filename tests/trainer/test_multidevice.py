@@ -141,9 +141,10 @@ DISTILL_SCRIPT = textwrap.dedent("""
     from purejaxrl import ppo
     from purejaxrl.config import TrainConfig
 
-    # Only the distillation term moves the weights (zero advantages, no value or entropy
-    # term); 8 labelled states weighing [1, 0, 0, 0 | 1, 1, 1, 1]: device 0 holds one, device
-    # 1 four.
+    # Only the distillation terms move the weights (zero advantages, no value or entropy
+    # term); 8 labelled states weighing [1, 0, 0, 0 | 1, 1, 1, 1] in the policy's fit (device
+    # 0 holds one, device 1 four) and [1, 1, 1, 0 | 1, 0, 0, 0] in the critic's fit to the
+    # search's values (device 0 three, device 1 one).
     base = TrainConfig(env="toy", num_envs=8, num_steps=4, max_episode_steps=5, hidden_width=16,
                        hidden_depth=1, recurrent_core="none", num_minibatches=1,
                        update_epochs=1, total_timesteps=64, lr=1e-2, ent_coef=0.0, vf_coef=0.0)
@@ -156,7 +157,8 @@ DISTILL_SCRIPT = textwrap.dedent("""
     mask = env.action_mask(runner.obs)
     noise = 3.0 * jax.random.normal(jax.random.PRNGKey(5), mask.shape)
     distill = dict(obs=runner.obs, mask=mask, weight=jnp.array([1., 0, 0, 0, 1, 1, 1, 1]),
-                   target=jax.nn.softmax(jnp.where(mask, noise, -1e9), -1))
+                   target=jax.nn.softmax(jnp.where(mask, noise, -1e9), -1),
+                   value=noise[:, 0], value_weight=jnp.array([1., 1, 1, 0, 1, 0, 0, 0]))
 
     def update(config, axis, rollout, advantages, targets, distill):
         params, _, aux = ppo.update_epochs(runner.params, runner.opt_state, rollout, advantages,
@@ -164,8 +166,8 @@ DISTILL_SCRIPT = textwrap.dedent("""
                                            optimizer, axis, distill=distill)
         return params, aux
 
-    one = base.replace(distill_coef=1.0, num_devices=1)
-    two = base.replace(distill_coef=1.0, num_devices=2)
+    one = base.replace(distill_coef=1.0, distill_value_coef=1.0, num_devices=1)
+    two = base.replace(distill_coef=1.0, distill_value_coef=1.0, num_devices=2)
     params_one, aux_one = jax.jit(lambda *a: update(one, None, *a))(rollout, zeros, targets,
                                                                    distill)
     split = P(None, "devices")
@@ -182,15 +184,18 @@ DISTILL_SCRIPT = textwrap.dedent("""
                               for a, b in zip(jax.tree.leaves(params_one),
                                               jax.tree.leaves(runner.params))),
         "loss": [float(aux_one["distill_loss"]), float(aux_two["distill_loss"])],
+        "value_loss": [float(aux_one["distill_value_loss"]),
+                       float(aux_two["distill_value_loss"])],
         "grad_norm": [float(aux_one["grad_norm"]), float(aux_two["grad_norm"])]}))
 """)
 
 
 def test_uneven_distillation_weights_give_the_single_device_update(compile_cache_dir):
     """Search distillation with uneven weights (--distill-where acquire, the move target, the
-    rollout teacher) fits the weighted mean over the whole minibatch, whatever the device
-    count: split over 2 devices, one holding 1 labelled state and the other 4, the gradient,
-    the update and the logged loss are the single device's (a device's own weighted mean would
+    rollout teacher; the search's values, --distill-value-coef) fits the weighted mean over the
+    whole minibatch, whatever the device count: split over 2 devices, one holding 1 labelled
+    state and the other 4 (the values: 3 and 1), the gradient, the update and the logged
+    losses are the single device's (a device's own weighted mean would
     count its one state as much as the other's four; Adam's first step hides the gradient's
     size in the weights, so the gradient's norm is compared too)."""
     env = {k: v for k, v in os.environ.items() if k != "XLA_FLAGS"}
@@ -201,4 +206,6 @@ def test_uneven_distillation_weights_give_the_single_device_update(compile_cache
     assert report["devices"] == 2 and report["max_param_move"] > 1e-4
     assert report["max_param_diff"] < 1e-6
     assert report["loss"][0] == pytest.approx(report["loss"][1], rel=1e-5)
+    assert report["value_loss"][0] > 0
+    assert report["value_loss"][0] == pytest.approx(report["value_loss"][1], rel=1e-5)
     assert report["grad_norm"][0] == pytest.approx(report["grad_norm"][1], rel=1e-5)
