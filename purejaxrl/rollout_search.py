@@ -44,7 +44,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
-from purejaxrl.search import env_reward, feedforward_node, searchable  # noqa: F401 (its API)
+from purejaxrl.search import env_reward, searchable
 
 
 @dataclasses.dataclass(frozen=True)

@@ -282,13 +282,12 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
                                   sample_world: Optional[Callable] = None,
                                   allowed_actions: Optional[np.ndarray] = None):
     """``teach(key, obs, env_state, memory) -> Teaching`` (action, target, memory after obs,
-    value): the search
-    of ``make_search_teacher`` whose nodes are evaluated with a memory (a recurrent network's
-    hidden state): ``node_fn(memory, key, obs, model_state) -> (memory after obs, prior
-    logits, value)``. The root is evaluated from the memory the player carries; every child
-    from its parent's memory after the parent's observation, so a path through the tree is
-    the sequence of observations the network would see along it. The returned memory is the
-    root's (the player's memory after ``obs``).
+    value): the search of ``make_search_teacher`` whose nodes are evaluated with a memory (a
+    recurrent network's hidden state): ``node_fn(memory, key, obs, model_state) -> (memory
+    after obs, prior logits, value)``. The root is evaluated from the memory the player
+    carries; every child from its parent's memory after the parent's observation, so a path
+    through the tree is the sequence of observations the network would see along it. The
+    returned memory is the root's (the player's memory after ``obs``).
 
     ``model_env.step_env(key, state, action, params) -> (obs, state, reward, done, info)`` is
     the model; ``to_model(env_state)`` turns an evaluation state into a model state;
@@ -355,8 +354,9 @@ def make_recurrent_search_teacher(model_env, model_params, settings: SearchSetti
                                          value_scale=settings.value_scale,
                                          rescale_values=settings.rescale_values))
         target = jnp.where(legal, jnp.mean(output.action_weights, axis=0), 0.0)
-        value = jnp.mean(jnp.sum(output.action_weights * completed_root_q(output), axis=-1))
-        return Teaching(aggregate_worlds(output, legal), target / jnp.sum(target),
+        completed = completed_root_q(output)
+        value = jnp.mean(jnp.sum(output.action_weights * completed, axis=-1))
+        return Teaching(aggregate_worlds(output, completed, legal), target / jnp.sum(target),
                         root_memory, value)
 
     return act
@@ -421,11 +421,12 @@ def completed_root_q(output) -> jax.Array:
     return jnp.where(visited, tree.qvalues(root), tree.node_values[:, tree.ROOT_INDEX, None])
 
 
-def aggregate_worlds(output, legal: jax.Array) -> jax.Array:
-    """The move from per-world search outputs (module docstring: votes, then mean Q)."""
+def aggregate_worlds(output, completed: jax.Array, legal: jax.Array) -> jax.Array:
+    """The move from per-world search outputs and their ``completed_root_q`` (module
+    docstring: votes, then mean Q)."""
     num_actions = legal.shape[-1]
     votes = jnp.sum(jax.nn.one_hot(output.action, num_actions), axis=0)
-    score = votes * _VOTE_WEIGHT + jnp.mean(completed_root_q(output), axis=0)
+    score = votes * _VOTE_WEIGHT + jnp.mean(completed, axis=0)
     return jnp.argmax(jnp.where(legal, score, -jnp.inf)).astype(jnp.int32)
 
 

@@ -241,10 +241,10 @@ def test_the_rollout_search_holds_the_macro_through_to_the_program():
     walks beside the block and siphons it: its score is 1 and the search takes it (SPEC
     §4.5)."""
     from envs.hackmatrix import search_hooks
-    from purejaxrl import rollout_search
+    from purejaxrl import rollout_search, search
     reset = PROGRAM_NAMES.index("reset")
     logits = jnp.full(N_ACTIONS + 1, -5.0).at[UP].set(2.0).at[MACRO].set(1.0)
-    node = rollout_search.feedforward_node(
+    node = search.feedforward_node(
         lambda obs: logits, lambda key, obs, state: state.owned[reset].astype(jnp.float32))
     hooks = search_hooks.make_hooks(WITH_MACRO, fair=False, leaf="zero")
     del hooks["leaf_value"]

@@ -494,8 +494,9 @@ def rollout_row(args, env, network, params, rollouts: int, fair: bool, game_leaf
     summed leaf terms, ``search_hooks.program_bonus`` and ``threat_cost``): added to the value
     where a rollout ends alive. ``hold``: a plan candidate's steps before the network plays
     on (``RolloutSettings.hold_steps``)."""
-    from purejaxrl.rollout_search import RolloutSettings, feedforward_node, make_rollout_policy
-    from purejaxrl.search import network_node, network_prior, uniform_prior, with_value_bonus
+    from purejaxrl.rollout_search import RolloutSettings, make_rollout_policy
+    from purejaxrl.search import (feedforward_node, network_node, network_prior, uniform_prior,
+                                  with_value_bonus)
     hooks = {**env.search_hooks.make_hooks(env.env, fair=fair, leaf=game_leaf, gamma=gamma),
              **objective}
     leaf_value = hooks.pop("leaf_value")

@@ -29,7 +29,7 @@ def fork_scores(critic, horizon: int, memory=()):
     fork = Fork()
     objective = search.critic_objective(TrainerEnv(fork, None), critic, None, "gain",
                                         reward_scale=0.5)
-    node = rollout_search.feedforward_node(lambda obs: critic.apply(None, obs)[0],
+    node = search.feedforward_node(lambda obs: critic.apply(None, obs)[0],
                                            objective["leaf_value"])
     settings = rollout_search.RolloutSettings(num_rollouts=3, horizon=horizon, gamma=0.9)
     find = rollout_search.make_rollout_search(fork, None, settings, node_fn=node,
@@ -84,7 +84,7 @@ def test_candidates_are_compared_on_the_same_draws_of_chance():
     scores of the coin's two actions differ by exactly 0.01 whatever the draws, and the
     search takes action 0 for every key, with a single rollout per candidate."""
     coin = Coin()
-    node = rollout_search.feedforward_node(lambda obs: jnp.zeros(2), lambda k, o, s: 0.0)
+    node = search.feedforward_node(lambda obs: jnp.zeros(2), lambda k, o, s: 0.0)
     settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=2, gamma=1.0)
     find = jax.jit(rollout_search.make_rollout_search(coin, None, settings, node_fn=node))
     obs, state = coin.reset(None, None)
@@ -147,7 +147,7 @@ def test_only_the_top_candidates_are_scored_and_only_legal_ones_played():
     fork = Fork()
     objective = search.critic_objective(TrainerEnv(fork, None), TableCritic([0.0, 0.0, 9.0]),
                                         None, "gain", reward_scale=0.5)
-    node = rollout_search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
+    node = search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
                                            objective["leaf_value"])
     settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=0, num_candidates=1)
     find = jax.jit(rollout_search.make_rollout_search(
@@ -178,7 +178,7 @@ class Bet:
 def bet_moves(mean, spread, min_gain_z, min_gain=0.0):
     """The moves, over 16 keys, of an 8-rollout search whose network favours action 0."""
     bet = Bet(mean, spread)
-    node = rollout_search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
+    node = search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
                                            lambda k, o, s: 0.0)
     settings = rollout_search.RolloutSettings(num_rollouts=8, horizon=0, min_gain_z=min_gain_z,
                                               min_gain=min_gain)
@@ -228,7 +228,7 @@ def ladder_scores(hold_steps, plan, favourite):
     leaves worth 0, the network always preferring ``favourite`` where it is legal."""
     ladder = Ladder()
     logits = jnp.where(jnp.arange(2) == favourite, 1.0, 0.0)
-    node = rollout_search.feedforward_node(lambda obs: logits, lambda k, o, s: 0.0)
+    node = search.feedforward_node(lambda obs: logits, lambda k, o, s: 0.0)
     settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=4, gamma=1.0,
                                               hold_steps=hold_steps)
     find = rollout_search.make_rollout_search(ladder, None, settings, node_fn=node,
@@ -263,7 +263,7 @@ def test_only_plan_actions_are_held():
 def test_holding_needs_a_plan_action():
     """hold_steps > 1 on an env without plan actions is refused before any work."""
     settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=4, hold_steps=2)
-    node = rollout_search.feedforward_node(lambda obs: jnp.zeros(2), lambda k, o, s: 0.0)
+    node = search.feedforward_node(lambda obs: jnp.zeros(2), lambda k, o, s: 0.0)
     for plan in (None, np.zeros(2, bool)):
         with pytest.raises(ValueError, match="plan_actions"):
             rollout_search.make_rollout_search(Ladder(), None, settings, node_fn=node,
@@ -290,7 +290,7 @@ def compiled_game_search():
     """The fair rollout search on HackMatrix with no prior knowledge: uniform logits,
     sampled rollouts of 3 steps, stage points, leaf 0; 2 rollouts per candidate; jitted once."""
     hooks = search_hooks.make_hooks(ENV, fair=True, leaf="zero")
-    node = rollout_search.feedforward_node(search.uniform_prior, hooks.pop("leaf_value"))
+    node = search.feedforward_node(search.uniform_prior, hooks.pop("leaf_value"))
     settings = rollout_search.RolloutSettings(num_rollouts=2, horizon=3, greedy=False)
     find = rollout_search.make_rollout_search(settings=settings, node_fn=node, **hooks)
     return jax.jit(jax.vmap(lambda k, o, s: find(k, o, s, ())[0]))
