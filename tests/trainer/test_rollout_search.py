@@ -30,7 +30,7 @@ def fork_scores(critic, horizon: int, memory=()):
     objective = search.critic_objective(TrainerEnv(fork, None), critic, None, "gain",
                                         reward_scale=0.5)
     node = search.feedforward_node(lambda obs: critic.apply(None, obs)[0],
-                                           objective["leaf_value"])
+                                   objective["leaf_value"])
     settings = rollout_search.RolloutSettings(num_rollouts=3, horizon=horizon, gamma=0.9)
     find = rollout_search.make_rollout_search(fork, None, settings, node_fn=node,
                                               reward_fn=objective["reward_fn"])
@@ -148,7 +148,7 @@ def test_only_the_top_candidates_are_scored_and_only_legal_ones_played():
     objective = search.critic_objective(TrainerEnv(fork, None), TableCritic([0.0, 0.0, 9.0]),
                                         None, "gain", reward_scale=0.5)
     node = search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
-                                           objective["leaf_value"])
+                                   objective["leaf_value"])
     settings = rollout_search.RolloutSettings(num_rollouts=1, horizon=0, num_candidates=1)
     find = jax.jit(rollout_search.make_rollout_search(
         fork, None, settings, node_fn=node, reward_fn=objective["reward_fn"]))
@@ -179,7 +179,7 @@ def bet_moves(mean, spread, min_gain_z, min_gain=0.0):
     """The moves, over 16 keys, of an 8-rollout search whose network favours action 0."""
     bet = Bet(mean, spread)
     node = search.feedforward_node(lambda obs: jnp.array([1.0, 0.0]),
-                                           lambda k, o, s: 0.0)
+                                   lambda k, o, s: 0.0)
     settings = rollout_search.RolloutSettings(num_rollouts=8, horizon=0, min_gain_z=min_gain_z,
                                               min_gain=min_gain)
     find = jax.jit(rollout_search.make_rollout_search(bet, None, settings, node_fn=node))
