@@ -14,8 +14,9 @@ import pytest  # noqa: E402
 # One persistent XLA cache for the whole test session and the ones after it: in-process
 # programs, the scripts the tests start (the viewers, the trainer, the protocol server) and the
 # parity engines all read and write it, so a program compiles once per code version, not once
-# per process and per run: on this project's 2-core CI machine the suite takes about 20 minutes
-# cold and about 10 warm (SPEC §1.1). The default is the scripts' own default directory
+# per process and per run (the pytest-xdist workers share it too): on this project's 2-core CI
+# machine the suite takes about 7 minutes warm, much longer cold (SPEC §1.1). The default is the
+# scripts' own default directory
 # (``envs.compile_cache.DEFAULT_COMPILE_CACHE_DIR``); $HACKMATRIX_TEST_COMPILE_CACHE names
 # another, and set empty, a fresh directory of this session (a cold run, as on a new machine).
 TEST_COMPILE_CACHE_VARIABLE = "HACKMATRIX_TEST_COMPILE_CACHE"
@@ -29,6 +30,8 @@ def pytest_configure(config):
     if not cache_dir:
         import tempfile
         cache_dir = tempfile.mkdtemp(prefix="hackmatrix-test-xla-cache-")
+        # pytest-xdist's workers start after this and inherit it: one fresh cache for them all.
+        os.environ[TEST_COMPILE_CACHE_VARIABLE] = cache_dir
     config.test_compile_cache_dir = enable_compile_cache(cache_dir, INTERACTIVE_MIN_COMPILE_SECS)
     os.environ[CACHE_ENV_VAR] = config.test_compile_cache_dir  # the protocol server's
 
