@@ -1,6 +1,8 @@
 """``scripts/teacher_probe.py`` (SPEC §4.5): the overruled share at a minimum gain G is the
-share of states whose teacher gain exceeds G (the teacher keeps the greedy move below it), and
-bad input is one line and exit 2 before any work."""
+share of states whose teacher gain exceeds G (the teacher keeps the greedy move below it); the
+tree teacher's group shares are each group's mean mass under the network and under the
+target, over all states and over the acquiring ones; bad input is one line and exit 2 before
+any work."""
 
 import numpy as np
 
@@ -20,11 +22,39 @@ def test_the_overruled_share_at_a_minimum_gain_counts_the_gains_above_it():
     assert probe.summarise(np.zeros(3), (0.0,))["gain_quantiles"] == {}
 
 
+def test_group_shares_are_each_groups_mean_mass_over_the_states_counted():
+    """Three actions in two groups (moves 0-1, siphon 2), two states: the policy puts 0.2 and
+    0.6 on the siphon, the target 0.5 and 0.0; over both states the siphon's share is their
+    mean (0.4 against 0.25), over the acquiring state alone its own (0.6 against 0.0); without a
+    siphon group its mass is ``other``; a selection that holds nowhere counts no state."""
+    policy = np.array([[0.5, 0.3, 0.2], [0.2, 0.2, 0.6]])
+    target = np.array([[0.25, 0.25, 0.5], [1.0, 0.0, 0.0]])
+    matrix = np.array([[1.0, 0.0], [1.0, 0.0], [0.0, 1.0]])
+    shares = probe.group_shares(policy, target, matrix, ["move", "siphon"],
+                                np.array([False, True]))
+    assert shares["all"]["states"] == 2
+    assert np.isclose(shares["all"]["policy"]["siphon"], 0.4)
+    assert np.isclose(shares["all"]["target"]["siphon"], 0.25)
+    assert np.isclose(shares["all"]["target"]["move"], 0.75)
+    assert np.isclose(shares["all"]["policy"]["other"], 0.0)
+    outside = probe.group_shares(policy, target, matrix[:, :1], ["move"], None)  # no siphon group
+    assert np.isclose(outside["all"]["policy"]["other"], 0.4)
+    assert shares["acquire"]["states"] == 1
+    assert np.isclose(shares["acquire"]["policy"]["siphon"], 0.6)
+    assert np.isclose(shares["acquire"]["target"]["siphon"], 0.0)
+    assert probe.group_shares(policy, target, matrix, ["move", "siphon"],
+                              np.zeros(2, bool))["acquire"] is None
+    assert probe.group_shares(policy, target, matrix, ["move", "siphon"], None)["acquire"] is None
+
+
 def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
     for args, message in ((["--checkpoint", str(tmp_path / "none")], "error:"),
                           (["--checkpoint", "x", "--rollouts", "1"], "--rollouts"),
                           (["--checkpoint", "x", "--min-gains", "-1"], "--min-gains"),
-                          (["--checkpoint", "x", "--leaf", "bogus"], "invalid choice")):
+                          (["--checkpoint", "x", "--leaf", "bogus"], "invalid choice"),
+                          (["--checkpoint", "x", "--teacher", "tree", "--simulations", "0"],
+                           "--simulations"),
+                          (["--checkpoint", "x", "--teacher", "bogus"], "invalid choice")):
         code, err = exit_and_stderr(probe.main, args, capsys)
         assert code == 2, err
         assert message in err and len(err.strip().splitlines()) == 1
