@@ -5,6 +5,7 @@ target, over all states and over the acquiring ones; bad input is one line and e
 any work."""
 
 import numpy as np
+import pytest
 
 from tests.script_harness import exit_and_stderr, load_script
 
@@ -58,3 +59,30 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, capsys):
         code, err = exit_and_stderr(probe.main, args, capsys)
         assert code == 2, err
         assert message in err and len(err.strip().splitlines()) == 1
+
+
+@pytest.mark.slow
+def test_the_tree_teacher_probe_runs_the_trainers_teacher_on_a_checkpoint(tmp_path, capsys):
+    """On a checkpoint (a GRU at initialisation, 4 envs), ``--teacher tree`` labels every
+    env's state and reports shares that are distributions: each side's groups, the mass
+    outside them included, sum to 1 over every state, and the KL is not negative."""
+    import json
+
+    from purejaxrl.config import TrainConfig
+    from tests.initial_checkpoint import save_initial_checkpoint
+    config = TrainConfig(num_envs=4, num_steps=8, total_timesteps=32, num_minibatches=1,
+                         update_epochs=1, hidden_width=8, hidden_depth=1, core_width=8,
+                         max_episode_steps=20)
+    run_dir = save_initial_checkpoint(config, str(tmp_path / "run"), "run")
+    out = tmp_path / "probe.json"
+    assert probe.main(["--checkpoint", run_dir, "--teacher", "tree", "--simulations", "2",
+                       "--worlds", "1", "--leaf", "game", "--envs", "8",
+                       "--json", str(out)]) == 0
+    figures = json.loads(out.read_text())
+    assert figures["states"] == 4 and figures["groups"]["all"]["states"] == 4
+    for side in ("policy", "target"):
+        shares = figures["groups"]["all"][side]
+        assert set(shares) == {"direction", "siphon", "program", "other"}
+        assert abs(sum(shares.values()) - 1.0) < 1e-5 and min(shares.values()) > -1e-6
+    assert figures["kl_mean"] >= -1e-6
+    assert "every labelled state (4 states)" in capsys.readouterr().out
