@@ -36,6 +36,7 @@ from purejaxrl import ppo  # noqa: E402
 from purejaxrl.cli.parsing import ArgumentParser, finite_float  # noqa: E402
 from purejaxrl.config import (DISTILL_LEAVES, DISTILL_TEACHERS, ConfigError,  # noqa: E402
                               TrainConfig, validate_config)
+from purejaxrl.expert_iteration import policy_loss  # noqa: E402
 from purejaxrl.networks import apply_step, masked_log_probs  # noqa: E402
 from purejaxrl.output_paths import (OutputPathError, add_overwrite_argument,  # noqa: E402
                                      check_output_file, write_text)  # noqa: E402
@@ -128,19 +129,18 @@ def tree_figures(runner, config, env, network, key) -> dict:
         count = targets["target"].shape[0]
         _, logits, _ = apply_step(network, runner.params, targets.get("hidden"),
                                   targets["obs"], jnp.zeros(count, jnp.bool_))
-        log_policy = masked_log_probs(logits, targets["mask"])
-        target = targets["target"]
-        kl = jnp.sum(jnp.where(target > 0, target * (jnp.log(jnp.where(target > 0, target, 1.0))
-                                                     - log_policy), 0.0), axis=-1)
+        _, fit = policy_loss(network, runner.params, targets["obs"], targets["target"],
+                             targets["mask"], targets.get("hidden"))
         hooks = env.search_hooks
         acquire = (jax.vmap(hooks.acquisition_in_reach)(targets["obs"])
                    if hasattr(hooks, "acquisition_in_reach") else None)
-        return jnp.exp(log_policy), target, kl, acquire
-    policy, target, kl, acquire = jax.jit(label)(runner, key)
+        return (jnp.exp(masked_log_probs(logits, targets["mask"])), targets["target"],
+                fit["kl"], acquire)
+    policy, target, kl_mean, acquire = jax.jit(label)(runner, key)
     matrix = env.action_group_matrix()
     names = [name for name, _ in env.action_groups] if matrix is not None else ["all"]
     matrix = np.ones((policy.shape[1], 1), np.float32) if matrix is None else np.asarray(matrix)
-    return {"kl_mean": float(np.mean(kl)),
+    return {"kl_mean": float(kl_mean),
             "groups": group_shares(np.asarray(policy, np.float64),
                                    np.asarray(target, np.float64), matrix, names,
                                    None if acquire is None else np.asarray(acquire))}
