@@ -67,6 +67,9 @@ class TrainResult:
     # Why the run stopped early on a non-finite loss, gradient or parameter (and which
     # checkpoint holds the last finite state), else None.
     diverged: Optional[str] = None
+    # Whether the session ended early because the next chunk would have ended past its
+    # wall-clock budget (``stop_after_seconds``).
+    stopped_by_budget: bool = False
 
 
 def default_run_name(config: TrainConfig) -> str:
@@ -139,6 +142,16 @@ def next_chunk_size(update: int, limit: int, intervals) -> int:
     every N updates with one compiled chunk (shorter chunks run it with fewer active updates)."""
     ends = [(update // interval + 1) * interval for interval in intervals if interval]
     return min([limit] + [end - update for end in ends])
+
+
+def chunk_fits_budget(elapsed_s: float, last_seconds: float, last_updates: int,
+                      next_updates: int, budget_s: float) -> bool:
+    """Whether a chunk of ``next_updates`` updates is expected to end within ``budget_s``
+    seconds of the session's start, ``elapsed_s`` seconds in: at the pace of the last chunk
+    (``last_updates`` updates in ``last_seconds``, its save and log included). The estimate
+    errs by the chunk-to-chunk variation of the pace; a session stopped by it ends before its
+    budget, as a run judged "at its last checkpoint within the budget" would."""
+    return elapsed_s + last_seconds * next_updates / last_updates <= budget_s
 
 
 def run_chunk_interruptibly(chunk: ppo.UpdateChunk, runner: ppo.RunnerState, num_active: int,
@@ -376,7 +389,7 @@ class _Run:
 
     def __init__(self, config: TrainConfig, options: RunOptions, *, checkpoint, resuming,
                  weights_only, stop_after_updates, logger, primary, num_processes, run_name,
-                 run_dir, note=None):
+                 run_dir, note=None, stop_after_seconds=None, session_start=None):
         self.config, self.options = config, options
         self.checkpoint, self.resuming = checkpoint, resuming
         self.primary, self.num_processes = primary, num_processes
@@ -412,6 +425,12 @@ class _Run:
                                      else None)
         self.session_end = config.num_updates if stop_after_updates is None else min(
             config.num_updates, self.update + stop_after_updates)
+        # --stop-after-minutes: the session's wall-clock budget, counted from session_start
+        # (train's call: the env's build and the compilation are inside it).
+        self.stop_after_seconds = stop_after_seconds
+        self.session_start = time.perf_counter() if session_start is None else session_start
+        self.stopped_by_budget = False
+        self._last_chunk_end = None
         self.evaluator = None
         if options.eval_interval:
             played = config.for_play()
@@ -619,9 +638,7 @@ class _Run:
         options = self.options
         last_save = time.monotonic()
         while self.update < self.session_end and not stopping:
-            num_active = next_chunk_size(
-                self.update, min(options.updates_per_chunk, self.session_end - self.update),
-                (options.save_interval, options.eval_interval))
+            num_active = self.next_chunk_size()
             self.progress.chunk_started(self.update, self.update + num_active)
             start = time.perf_counter()
             self.runner, metrics = run_chunk_interruptibly(self.chunk, self.runner, num_active,
@@ -634,6 +651,7 @@ class _Run:
             if failed:
                 self.stop_diverged(failed, metrics, done, seconds)
                 return False
+            self.end_session_if_out_of_time(start, num_active)
 
             due_by_updates = options.save_interval and self.update % options.save_interval == 0
             due_by_time = time.monotonic() - last_save >= options.save_interval_minutes * 60
@@ -657,6 +675,31 @@ class _Run:
                     with self.failing_together():
                         self.report_saved(self.save())
         return stopping
+
+    def next_chunk_size(self) -> int:
+        return next_chunk_size(
+            self.update, min(self.options.updates_per_chunk, self.session_end - self.update),
+            (self.options.save_interval, self.options.eval_interval))
+
+    def end_session_if_out_of_time(self, chunk_start: float, chunk_updates: int) -> None:
+        """--stop-after-minutes: end the session here (this chunk is saved) when the next
+        chunk would end past the budget, at the pace of the one that started at
+        ``chunk_start``."""
+        if self.stop_after_seconds is None or self.update >= self.session_end:
+            return
+        now = time.perf_counter()
+        # The chunk's own time plus the save and log that came between it and the previous one.
+        between = 0.0 if self._last_chunk_end is None else chunk_start - self._last_chunk_end
+        self._last_chunk_end = now
+        last_seconds = now - chunk_start + between
+        fits = chunk_fits_budget(now - self.session_start, last_seconds, chunk_updates,
+                                 self.next_chunk_size(), self.stop_after_seconds)
+        # Clocks are per process: agree, so that every process stops at the same update.
+        if distributed.agree_any([not fits])[0]:
+            self.session_end, self.stopped_by_budget = self.update, True
+            self.logger.print(f"time budget: {self.stop_after_seconds / 60:g} minutes; the next "
+                              f"chunk would end past it: saving at update {self.update} and "
+                              "stopping")
 
     @contextlib.contextmanager
     def failing_together(self):
@@ -733,15 +776,20 @@ class _Run:
 
 def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] = None,
           weights_only: bool = False, stop_after_updates: Optional[int] = None,
-          logger: Optional[RunLogger] = None) -> TrainResult:
+          logger: Optional[RunLogger] = None,
+          stop_after_seconds: Optional[float] = None) -> TrainResult:
     """Train to ``config.total_timesteps`` (or until ``stop_after_updates`` updates are done, or
+    until the next chunk would end past ``stop_after_seconds`` of wall-clock from this call, or
     a stop signal), starting fresh, from ``checkpoint`` (full resume: same config required), or
-    from its parameters only (``weights_only``: a new run).
+    from its parameters only (``weights_only``: a new run). The first chunk always runs.
 
     In a multi-process run every process calls this with the same arguments; they run the same
     sequence of collectives, and only process 0 writes (logs, wandb, checkpoints)."""
+    session_start = time.perf_counter()
     validate_config(config)
     validate_run_options(options)
+    if stop_after_seconds is not None and not stop_after_seconds > 0:
+        raise ConfigError(f"stop_after_seconds must be > 0, got {stop_after_seconds}")
     resuming = checkpoint is not None and not weights_only
     num_processes = jax.process_count()
     check_resume(config, checkpoint, resuming, num_processes)
@@ -768,7 +816,8 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
         run = _Run(config, options, checkpoint=checkpoint, resuming=resuming,
                    weights_only=weights_only, stop_after_updates=stop_after_updates,
                    logger=logger, primary=distributed.is_primary(),
-                   num_processes=num_processes, run_name=run_name, run_dir=run_dir, note=note)
+                   num_processes=num_processes, run_name=run_name, run_dir=run_dir, note=note,
+                   stop_after_seconds=stop_after_seconds, session_start=session_start)
         try:
             with StopSignal(run.announce_stop, run.announce_abandon) as stop:
                 interrupted = run.run_chunks(stop, stopping=run.compile(stop))
@@ -798,4 +847,5 @@ def train(config: TrainConfig, options: RunOptions, checkpoint: Optional[dict] =
                        last_checkpoint=run.last_checkpoint or (checkpoint["path"] if resuming
                                                                else None),
                        records=run.records, interrupted=interrupted, stop_signal=stop_signal,
-                       chunk=run.chunk, seeds=seeds, diverged=run.diverged)
+                       chunk=run.chunk, seeds=seeds, diverged=run.diverged,
+                       stopped_by_budget=run.stopped_by_budget)

@@ -151,6 +151,11 @@ def main(argv=None) -> int:
         if train_args.resume:
             raise ConfigError("the training flag --resume is not a benchmark flag: "
                               "learn_bench.py --resume continues a benchmark")
+        for flag in ("stop_after_updates", "stop_after_minutes"):
+            if getattr(train_args, flag) is not None:
+                raise ConfigError(f"the training flag --{flag.replace('_', '-')} is not a "
+                                  "benchmark flag: a tier's budget is fixed (stop a benchmark "
+                                  "with Ctrl-C and continue it with learn_bench.py --resume)")
         if train_args.total_timesteps is None and tier.total_timesteps is not None:
             train_args.total_timesteps = tier.total_timesteps
         if train_args.num_envs is None and "num_envs" not in env_defaults:

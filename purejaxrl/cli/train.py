@@ -261,6 +261,10 @@ def build_parser() -> argparse.ArgumentParser:
                      help="with --resume: load only the parameters into a new run")
     run.add_argument("--stop-after-updates", type=int,
                      help="save and stop after this many updates in this session")
+    run.add_argument("--stop-after-minutes", type=finite_float, metavar="M",
+                     help="save and stop before a chunk that would end past M minutes of "
+                          "wall-clock in this session (compilation included; the first chunk "
+                          "always runs): runs compared at equal wall-clock")
     run.add_argument("--eval-interval", type=int, help="evaluate every N updates (default off)")
     run.add_argument("--eval-envs", type=int, default=64)
     run.add_argument("--compile-cache-dir", default=DEFAULT_COMPILE_CACHE_DIR)
@@ -363,6 +367,8 @@ def main(argv=None) -> int:
             raise ConfigError("--weights-only needs --resume PATH")
         if args.stop_after_updates is not None and args.stop_after_updates < 1:
             raise ConfigError(f"--stop-after-updates must be >= 1, got {args.stop_after_updates}")
+        if args.stop_after_minutes is not None and not args.stop_after_minutes > 0:
+            raise ConfigError(f"--stop-after-minutes must be > 0, got {args.stop_after_minutes}")
         if args.wandb_checkpoints and (args.no_wandb or args.wandb_mode == "disabled"):
             raise ConfigError("--wandb-checkpoints uploads to wandb: it cannot go with "
                               "--no-wandb or --wandb-mode disabled")
@@ -429,7 +435,9 @@ def main(argv=None) -> int:
                 "further, resume it with a larger --total-timesteps", flush=True)
             return 0
         result = train(config, options, checkpoint=checkpoint, weights_only=args.weights_only,
-                       stop_after_updates=args.stop_after_updates)
+                       stop_after_updates=args.stop_after_updates,
+                       stop_after_seconds=None if args.stop_after_minutes is None
+                       else args.stop_after_minutes * 60)
     except ConfigError as error:
         print(f"error: {error}", file=sys.stderr)
         return 2
@@ -452,9 +460,11 @@ def main(argv=None) -> int:
         f"last checkpoint {result.last_checkpoint}", flush=True)
     if result.interrupted:  # 128 + the stop signal, as a shell reports a death by signal
         return 128 + (result.stop_signal or signal.SIGINT)
-    if result.updates_done < config.num_updates:  # --stop-after-updates
-        say(f"stopped at update {result.updates_done} of {config.num_updates}: continue with "
-            f"--resume {result.run_dir}", flush=True)
+    if result.updates_done < config.num_updates:  # --stop-after-updates or -minutes
+        why = (f" (--stop-after-minutes {args.stop_after_minutes:g})"
+               if result.stopped_by_budget else "")
+        say(f"stopped at update {result.updates_done} of {config.num_updates}{why}: continue "
+            f"with --resume {result.run_dir}", flush=True)
     return 0
 
 

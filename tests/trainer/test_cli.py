@@ -4,7 +4,8 @@ cleanly (no traceback, non-zero exit); a tiny toy run writes metrics and checkpo
 refuses a different config and names the field, continues in the directory it was given,
 extends a finished run given a larger budget and says when a run is complete; a new run never
 writes into a directory that holds another; a rounded --total-timesteps and a stop after
---stop-after-updates are said; evaluate.py prints a comparison table of policies on the same
+--stop-after-updates or --stop-after-minutes are said (the latter before a chunk that would end
+past its budget); evaluate.py prints a comparison table of policies on the same
 seeds; output paths that cannot be written fail before any work."""
 
 import json
@@ -73,6 +74,8 @@ def run(script, *args, timeout=300, **extra_env):
     (["--group-entropy-coef", "-0.1"], "--group-entropy-coef must be >= 0"),
     (["--lr-floor", "1.5"], "--lr-floor must be in [0, 1], got 1.5"),
     (["--lr-floor", "0.2", "--no-anneal-lr"], "--lr-floor 0.2 is where the anneal ends"),
+    (["--stop-after-minutes", "0"], "--stop-after-minutes must be > 0, got 0.0"),
+    (["--stop-after-minutes", "-1"], "--stop-after-minutes must be > 0, got -1.0"),
 ])
 def test_bad_values_exit_before_any_compile(args, message, tmp_path, capsys):
     """In-process ``main`` (the same code path as the script, without a slow subprocess). The
@@ -308,6 +311,33 @@ def test_rounded_total_timesteps_and_stop_after_updates_are_said(tmp_path, capsy
     assert ("note: --total-timesteps 100 is not a multiple of the batch (32 env steps per "
             "update): the run does 3 updates = 96 env steps") in out
     assert f"stopped at update 1 of 3: continue with --resume {tmp_path / 'r'}" in out
+
+
+def test_a_chunk_is_started_only_if_it_fits_the_time_budget():
+    """--stop-after-minutes judges the next chunk by the last one's pace: 50 s in, the last
+    chunk took 8 s for 2 updates, so another 2 are expected to end at 58 s and 1 at 54 s."""
+    assert train_module.chunk_fits_budget(50.0, 8.0, 2, 2, 60.0)
+    assert train_module.chunk_fits_budget(50.0, 8.0, 2, 2, 58.0)  # ends exactly at the budget
+    assert not train_module.chunk_fits_budget(50.0, 8.0, 2, 2, 57.0)
+    assert train_module.chunk_fits_budget(50.0, 8.0, 2, 1, 57.0)
+
+
+def test_stop_after_minutes_saves_the_last_chunk_within_the_budget(tmp_path, capsys):
+    """A budget shorter than one chunk: the first chunk always runs, it is saved, and the run
+    stops there with the command that continues it; a budget that holds the whole run changes
+    nothing (every update done, no stop said)."""
+    common = [*TINY, "--total-timesteps", "128", "--updates-per-chunk", "1", "--quiet",
+              "--no-compile-cache", "--checkpoint-dir", str(tmp_path)]
+    code = train_main([*common, "--run-name", "short", "--stop-after-minutes", "1e-6"])
+    out = capsys.readouterr().out
+    assert code == 0
+    assert ("stopped at update 1 of 4 (--stop-after-minutes 1e-06): continue with --resume "
+            f"{tmp_path / 'short'}") in out
+    assert load_checkpoint(str(tmp_path / "short"))["update"] == 1
+    code = train_main([*common, "--run-name", "whole", "--stop-after-minutes", "60"])
+    out = capsys.readouterr().out
+    assert code == 0 and "stopped at update" not in out
+    assert load_checkpoint(str(tmp_path / "whole"))["update"] == 4
 
 
 @pytest.mark.parametrize("kind", ["missing", "corrupt", "empty_dir", "not_ours", "truncated",

@@ -2,8 +2,9 @@
 baselines are judged or a seed trains), never a traceback after hours of training, and loses
 nothing: repeated seeds, a curve path matplotlib cannot save to or that holds a file this
 benchmark does not own, a ledger it cannot read or append to, a training seed equal to the
-held-out boards' key, and a resume that would judge new seeds on other held-out boards than
-the label's kept rows."""
+held-out boards' key, a training flag that limits a session (--stop-after-updates or
+--stop-after-minutes: a tier's budget is fixed), and a resume that would judge new seeds on
+other held-out boards than the label's kept rows."""
 
 import json
 
@@ -27,10 +28,10 @@ def bench(monkeypatch, capsys):
         return dict(outcome)
     monkeypatch.setattr(module, "run", recorded)
 
-    def call(argv, **reported):
+    def call(argv, train_flags=(), **reported):
         outcome.update(reported)
         capsys.readouterr()
-        code = module.main([*argv, "--", "--env", "toy"])
+        code = module.main([*argv, "--", "--env", "toy", *train_flags])
         captured = capsys.readouterr()
         err = [line for line in captured.err.splitlines() if not line.startswith("backend:")]
         call.out = captured.out
@@ -64,6 +65,17 @@ def test_repeated_seeds_are_refused(bench, tmp_path):
     ledger = tmp_path / "ledger.jsonl"
     for seeds in (["0", "0"], ["1", "0", "1"]):
         refused(bench(["--seeds", *seeds, "--ledger", str(ledger)]), "more than once")
+    assert not ledger.exists()
+
+
+@pytest.mark.parametrize("flag, value", [("--stop-after-updates", "1"),
+                                         ("--stop-after-minutes", "5")])
+def test_a_session_limit_is_refused_as_a_training_flag(bench, tmp_path, flag, value):
+    """A tier is a fixed budget: a session limit among the training flags would end every
+    seed early (or, as before it was refused, be dropped without a word)."""
+    ledger = tmp_path / "ledger.jsonl"
+    refused(bench(["--ledger", str(ledger)], train_flags=(flag, value)), flag,
+            "not a benchmark flag")
     assert not ledger.exists()
 
 
