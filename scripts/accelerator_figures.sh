@@ -24,6 +24,23 @@
 #                                                          # each seed's newest checkpoint
 #                                                          # comes back trimmed to 128 envs
 #                                                          # (scripts/trim_checkpoint.py)
+#   bash scripts/accelerator_figures.sh OUTDIR search-pair CHECKPOINT
+#                                                          # issue 29's equal-wall-clock test:
+#                                                          # PPO alone, then PPO with the
+#                                                          # search teacher (TEACHER_FLAGS,
+#                                                          # default the live 16 x 4 teacher,
+#                                                          # critic leaf, raw Q), each for
+#                                                          # PAIR_MINUTES (default 4) from
+#                                                          # CHECKPOINT's weights at PAIR_ENVS
+#                                                          # envs (default 8192), compile
+#                                                          # inside the budget and no compile
+#                                                          # cache; both then evaluated on
+#                                                          # the ledger's EVAL_EPISODES
+#                                                          # (default 512) held-out boards
+#                                                          # and compared board by board
+#                                                          # (compare_evaluations.py);
+#                                                          # PAIR_FLAGS: training flags of
+#                                                          # both arms
 #   bash scripts/accelerator_figures.sh OUTDIR session      # the essentials of throughput and
 #                                                          # variants in one command for a
 #                                                          # short lease: the default network
@@ -50,12 +67,21 @@
 # 5), PROFILE_ENVS the profile's batch (default 32768), PYTHON the interpreter (python3).
 set -uo pipefail
 
-usage="usage: bash scripts/accelerator_figures.sh OUTDIR throughput|variants|learn|session [TIER]"
+usage="usage: bash scripts/accelerator_figures.sh OUTDIR throughput|variants|learn|session [TIER] | search-pair CHECKPOINT"
 out=${1:?$usage}
 part=${2:?$usage}
 tier=${3:-full}
 case "$part" in
   throughput|variants|learn|session) ;;
+  search-pair)
+    source_checkpoint=${3:-}
+    if [ -z "$source_checkpoint" ] || [ ! -e "$source_checkpoint" ]; then
+      echo "error: search-pair needs the CHECKPOINT to start both arms from (file or run" \
+        "directory); got '${source_checkpoint}'" >&2
+      exit 2
+    fi
+    source_checkpoint=$(cd "$(dirname "$source_checkpoint")" && pwd)/$(basename "$source_checkpoint")
+    ;;
   *) echo "error: unknown part '$part' ($usage)" >&2; exit 2 ;;
 esac
 if [ -e "$out" ] && [ -n "$(ls -A "$out" 2>/dev/null)" ]; then
@@ -76,8 +102,11 @@ else
 fi
 env_counts=${ENV_COUNTS:-2048 8192 32768 65536 131072}
 repeats=${REPEATS:-5}
+pair_minutes=${PAIR_MINUTES:-4}
 case "$part" in
   learn) limit=${STEP_LIMIT_S:-560} ;;
+  search-pair)  # a training arm runs its budget, then ends its last chunk and saves
+    limit=${STEP_LIMIT_S:-$(awk -v m="$pair_minutes" 'BEGIN { printf "%d", m * 60 + 150 }')} ;;
   session) limit=${STEP_LIMIT_S:-120} ;;
   *) limit=${STEP_LIMIT_S:-280} ;;
 esac
@@ -150,6 +179,33 @@ case "$part" in
       [ -d "$dir" ] && step "trim-${dir##*/}" "$python" scripts/trim_checkpoint.py "$dir" \
         "$out/$label-${dir##*/}" --envs "$keep_envs"
     done
+    ;;
+  search-pair)
+    pair_envs=${PAIR_ENVS:-8192}
+    teacher=${TEACHER_FLAGS:---distill-coef 1 --distill-simulations 16 --distill-worlds 4 --distill-leaf value --distill-raw-values}
+    # Both arms: the same start, flags and budget, one after the other on the whole device,
+    # each compiling from nothing (a cache filled by the first would favour the second).
+    # shellcheck disable=SC2086  # PAIR_FLAGS and TEACHER_FLAGS are lists
+    for arm in ppo taught; do
+      flags=""
+      [ "$arm" = taught ] && flags=$teacher
+      step "train-$arm" "$python" scripts/train_purejaxrl.py --resume "$source_checkpoint" \
+        --weights-only --num-envs "$pair_envs" --total-timesteps 100000000000 \
+        --updates-per-chunk 1 --stop-after-minutes "$pair_minutes" --no-compile-cache \
+        --no-wandb --checkpoint-dir "$runs" --run-name "pair-$arm" ${PAIR_FLAGS:-} $flags
+    done
+    eval_limit=${EVAL_LIMIT_S:-280}
+    for arm in ppo taught; do
+      limit=$eval_limit step "evaluate-$arm" "$python" scripts/evaluate.py \
+        --checkpoint "$runs/pair-$arm" --episodes "${EVAL_EPISODES:-512}" --seed 20261123 \
+        --close-undo-exploit --policies checkpoint-greedy,checkpoint-sampled \
+        --json "$out/pair-$arm.json"
+      step "trim-$arm" "$python" scripts/trim_checkpoint.py "$runs/pair-$arm" \
+        "$out/pair-$arm-trimmed" --envs "$(( pair_envs < 128 ? pair_envs : 128 ))"
+    done
+    step compare "$python" scripts/compare_evaluations.py "$out/pair-ppo.json" \
+      "$out/pair-taught.json" --json "$out/pair-compared.json"
+    cat "$out/compare.log"
     ;;
   session)
     # One chunk of one update per timing: an update of the default network takes 4.8 s at

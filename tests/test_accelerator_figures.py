@@ -1,6 +1,7 @@
 """scripts/accelerator_figures.sh, the runbook of the accelerator figures (issue 26): bad input
 is refused before any work and no earlier figures are overwritten; its throughput part runs end
-to end at tiny sizes on this CPU (extended suite), each benchmark row in the OUTDIR's ledger."""
+to end at tiny sizes on this CPU (extended suite), each benchmark row in the OUTDIR's ledger;
+so does issue 29's search pair (two arms on one wall-clock budget, compared board by board)."""
 
 import json
 import os
@@ -25,6 +26,17 @@ def test_unknown_part_is_refused_with_the_usage(tmp_path):
     assert result.stderr.startswith("error: unknown part 'everything'")
     assert "throughput|variants|learn" in result.stderr
     assert not (tmp_path / "out").exists()
+
+
+def test_search_pair_without_its_checkpoint_is_refused_before_any_work(tmp_path):
+    """The pair's two arms start from one checkpoint: none given, or one that does not exist,
+    is one line and exit 2, and no OUTDIR is made."""
+    for extra in ([], [str(tmp_path / "missing")]):
+        result = run(str(tmp_path / "out"), "search-pair", *extra)
+        assert result.returncode == 2
+        assert result.stderr.startswith("error: search-pair needs the CHECKPOINT"), result.stderr
+        assert len(result.stderr.strip().splitlines()) == 1
+        assert not (tmp_path / "out").exists()
 
 
 def test_an_outdir_that_holds_figures_is_never_written_over(tmp_path):
@@ -105,3 +117,34 @@ def test_learn_part_trains_one_seed_at_learn_envs_with_learn_flags(tmp_path):
     # The network comes back trimmed to the envs the run has, at most 128 (here its 64).
     trimmed = out / "accelerator-smoke-64-accelerator-smoke-64-s0"
     assert [path.name for path in trimmed.glob("checkpoint_*.msgpack")] == ["checkpoint_2.msgpack"]
+
+
+@pytest.mark.slow
+def test_search_pair_trains_both_arms_for_the_budget_and_compares_them(tmp_path):
+    """Issue 29's equal-wall-clock test end to end at toy sizes: from one HackMatrix
+    checkpoint, PPO alone and PPO with the search teacher each stop on the same
+    --stop-after-minutes budget, both are evaluated on the same boards, come back trimmed, and
+    are compared board by board."""
+    source = tmp_path / "source"
+    made = subprocess.run(
+        [sys.executable, os.path.join(REPO_ROOT, "scripts", "train_purejaxrl.py"),
+         "--num-envs", "8", "--num-steps", "8", "--total-timesteps", "64", "--no-wandb",
+         "--quiet", "--checkpoint-dir", str(tmp_path), "--run-name", "source"],
+        capture_output=True, text=True, timeout=1200, cwd=REPO_ROOT,
+        env=dict(os.environ, JAX_PLATFORMS="cpu"))
+    assert made.returncode == 0, made.stderr[-3000:]
+    out = tmp_path / "figures"
+    result = run(str(out), "search-pair", str(source), PAIR_ENVS="8", PAIR_MINUTES="0.05",
+                 PAIR_FLAGS="--num-steps 8", EVAL_EPISODES="4", STEP_LIMIT_S="900",
+                 EVAL_LIMIT_S="900", TEACHER_FLAGS="--distill-coef 1 --distill-simulations 2 "
+                 "--distill-worlds 1 --distill-leaf value --distill-raw-values")
+    assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
+    for arm in ("ppo", "taught"):
+        log = (out / f"train-{arm}.log").read_text()
+        assert "(--stop-after-minutes 0.05)" in log, log[-2000:]
+        evaluation = json.loads((out / f"pair-{arm}.json").read_text())
+        assert evaluation["checkpoint-greedy"]["episodes"] == 4
+        assert list((out / f"pair-{arm}-trimmed").glob("checkpoint_*.msgpack"))
+    assert "distill" in (out / "train-taught.log").read_text()
+    [greedy, sampled] = json.loads((out / "pair-compared.json").read_text())
+    assert greedy["boards"] == 4 and greedy["a"] == "pair-ppo.json:checkpoint-greedy"
