@@ -30,7 +30,8 @@
 #                                                          # search teacher (TEACHER_FLAGS,
 #                                                          # default the live 16 x 4 teacher,
 #                                                          # critic leaf, raw Q), each for
-#                                                          # PAIR_MINUTES (default 4) from
+#                                                          # PAIR_MINUTES (default 3: the part
+#                                                          # fits one 10-minute command) from
 #                                                          # CHECKPOINT's weights at PAIR_ENVS
 #                                                          # envs (default 8192), compile
 #                                                          # inside the budget and no compile
@@ -102,7 +103,7 @@ else
 fi
 env_counts=${ENV_COUNTS:-2048 8192 32768 65536 131072}
 repeats=${REPEATS:-5}
-pair_minutes=${PAIR_MINUTES:-4}
+pair_minutes=${PAIR_MINUTES:-3}
 case "$part" in
   learn) limit=${STEP_LIMIT_S:-560} ;;
   search-pair)  # a training arm runs its budget, then ends its last chunk and saves
