@@ -214,7 +214,11 @@ class TrainConfig:
     # the labelled envs' games.
     distill_frozen_teacher: bool = struct.field(pytree_node=False, default=False)
     # The tree teacher's target: "policy", its improved policy; "move", its best move,
-    # weighing only where it overrules the fitted network's greedy move.
+    # weighing only where it overrules the fitted network's greedy move; "shift", its
+    # improvement alone: the labels keep the search's logit shift over the fitted network's
+    # policy at labelling time (log target - log policy), and the fit moves the policy of the
+    # moment by that shift (softmax(its own logits, held fixed, + the shift)), so that a label
+    # never pulls the policy back to where it was labelled (SPEC §4.5, stop 90).
     distill_target: str = struct.field(pytree_node=False, default="policy")
     # Labels kept across updates (purejaxrl/label_replay.py): 0 fits each update's fresh labels
     # alone; N keeps the last N labelled states (split over the devices) and every minibatch
@@ -391,7 +395,7 @@ class TrainConfig:
 
 DISTILL_LEAVES = ("game", "value")
 DISTILL_TEACHERS = ("tree", "rollout")
-DISTILL_TARGETS = ("policy", "move")
+DISTILL_TARGETS = ("policy", "move", "shift")
 # Where a search's prior is opened (its uniform share) and, for distillation, where the
 # teacher labels: every state, or where the env's search hooks say a program can be acquired
 # (``acquisition_in_reach``). Distillation's --distill-where and evaluate.py's
@@ -670,6 +674,9 @@ def validate_config(config: TrainConfig) -> None:
          and config.distill_replay >= 0,
          f"--distill-replay must be an integer >= 0, got {config.distill_replay!r}")
     if config.distill_replay > 0:
+        need(config.distill_target != "shift",
+             "--distill-target shift fits each update's fresh labels: it cannot go with "
+             "--distill-replay")
         need(config.distilling,
              "--distill-replay needs a search teacher (--distill-coef or "
              "--distill-value-coef > 0: the labels it keeps)")

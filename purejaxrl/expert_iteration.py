@@ -53,10 +53,13 @@ class ExpertIterationSettings:
 
 
 def policy_loss(network, params, obs, target, mask, hidden=None,
-                weight=None, axis_name=None) -> tuple[jax.Array, dict]:
+                weight=None, axis_name=None, target_shift=None) -> tuple[jax.Array, dict]:
     """Mean cross-entropy H(target, policy) over a batch; also the KL divergence (the part of
     the loss the network can still remove) and the policy's entropy. A recurrent network
-    steps once from ``hidden`` (f32[N, C], the memory held before ``obs``). With ``weight``
+    steps once from ``hidden`` (f32[N, C], the memory held before ``obs``). With
+    ``target_shift`` (f32[N, A], logits) the target is relative, not ``target``: the policy's
+    own logits, held fixed, plus the shift, so the loss's gradient is the shift's pull alone
+    (none where the shift is 0, whatever the policy has become). With ``weight``
     (f32[N]) the means are weighted (a batch that weighs nothing gives 0). Under
     ``axis_name`` (the batch split over devices, whose gradients and logged values are then
     averaged over them) each device returns its share of the weighted mean over the whole
@@ -64,6 +67,9 @@ def policy_loss(network, params, obs, target, mask, hidden=None,
     logits, _ = _heads(network, params, obs, hidden)
     log_policy = jax.nn.log_softmax(masked_logits(logits, mask))
     log_policy = jnp.where(mask, log_policy, 0.0)  # 0 * -1e9 is 0, but keep it exact
+    if target_shift is not None:
+        shifted = jax.lax.stop_gradient(logits) + jnp.where(mask, target_shift, 0.0)
+        target = jnp.where(mask, jax.nn.softmax(masked_logits(shifted, mask)), 0.0)
     cross_entropy = -jnp.sum(target * log_policy, axis=-1)
     target_entropy = -jnp.sum(jnp.where(target > 0, target * jnp.log(target), 0.0), axis=-1)
     policy_entropy = -jnp.sum(jnp.exp(log_policy) * log_policy, axis=-1)

@@ -884,7 +884,8 @@ def update_epochs(params, opt_state, transitions: Transition, advantages, target
         if distilled is not None:
             cross_entropy, fit = distillation_loss(
                 network, params, distilled["obs"], distilled["target"], distilled["mask"],
-                distilled.get("hidden"), distilled.get("weight"), axis_name)
+                distilled.get("hidden"), distilled.get("weight"), axis_name,
+                distilled.get("shift"))
             total = total + config.distill_coef * cross_entropy
             weight = distilled.get("weight")
             aux.update(distill_loss=cross_entropy, distill_kl=fit["kl"],
@@ -1085,10 +1086,21 @@ def overruling_targets(targets: dict, runner: RunnerState, config: TrainConfig,
     only where it is not the fitted network's greedy move (times any label weight;
     ``weigh_overrules``, left to the caller when ``weigh`` is off), so that the fit moves the
     policy where the search overrules it and leaves its entropy alone where the two agree
-    (the rollout teacher's form, SPEC §4.5)."""
+    (the rollout teacher's form, SPEC §4.5); "shift", the improved policy with its logit
+    shift over the fitted network's policy (``shift``: log target - log policy on the legal
+    actions, 0 elsewhere), which the fit adds to the policy of the moment
+    (``expert_iteration.policy_loss``'s ``target_shift``)."""
     target = lax.stop_gradient(targets["target"])
     if config.distill_target == "policy":
         return dict(targets, target=target)
+    if config.distill_target == "shift":
+        count, hidden = target.shape[0], targets.get("hidden")
+        _, logits, _ = apply_step(network, runner.params, hidden, targets["obs"],
+                                  None if hidden is None else jnp.zeros(count, jnp.bool_))
+        mask = targets["mask"]
+        log_policy = jax.nn.log_softmax(masked_logits(logits, mask))
+        shift = jnp.where(mask, jnp.log(jnp.maximum(target, 1e-30)) - log_policy, 0.0)
+        return dict(targets, target=target, shift=lax.stop_gradient(shift))
     move = jnp.argmax(target, axis=-1)
     targets = dict(targets, target=jax.nn.one_hot(move, target.shape[-1], dtype=jnp.float32))
     return weigh_overrules(targets, runner.params, network) if weigh else targets

@@ -185,8 +185,10 @@ def build_parser() -> argparse.ArgumentParser:
                               "network being fitted (tree teacher; default off)")
     distill.add_argument("--distill-target", choices=DISTILL_TARGETS,
                          help="the tree teacher's target: policy (its improved policy, "
-                              "default) or move (its best move, weighing only where it "
-                              "overrules the network's greedy move)")
+                              "default), move (its best move, weighing only where it "
+                              "overrules the network's greedy move) or shift (its logit "
+                              "shift over the network's policy, added to the policy of the "
+                              "moment: the improvement without the pull back)")
     distill.add_argument("--distill-replay", type=int, metavar="N",
                          help="keep the last N labelled states and fit every minibatch to an "
                               "equal share of them all, not only to this update's labels "

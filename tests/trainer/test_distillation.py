@@ -1,6 +1,7 @@
 """Search distillation inside PPO's update (``--distill-coef``): every minibatch fits an equal
 share of the envs' search targets with the PPO loss, weighted by the coefficient; off (0) the
-update is PPO's alone. On the toy corridor with hand-made targets (the toy has no search: the
+update is PPO's alone; a relative target (``--distill-target shift``) pulls by the search's
+shift alone. On the toy corridor with hand-made targets (the toy has no search: the
 targets' origin, the search teacher, is tested in test_search.py); the extended suite runs the
 real teacher on HackMatrix."""
 
@@ -14,6 +15,7 @@ import pytest
 from purejaxrl import ppo
 from purejaxrl.config import ConfigError, TrainConfig, validate_config
 from purejaxrl.env_protocol import TrainerEnv
+from purejaxrl.expert_iteration import policy_loss
 from purejaxrl.networks import log_prob_of
 from tests.trainer.fork_env import Fork, ForkSearchHooks, TableCritic
 from tests.trainer.toy_run import jitted_collect, rollout_setup
@@ -117,6 +119,9 @@ def test_distillation_config_is_checked_before_any_work():
         validate_config(on.replace(distill_raw_values=True, distill_teacher="rollout"))
     with pytest.raises(ConfigError, match="search hooks"):
         ppo.make_env(on)
+    # A kept label's shift would be added to a later policy: shift fits fresh labels only.
+    with pytest.raises(ConfigError, match="--distill-target shift fits each update's fresh"):
+        validate_config(on.replace(distill_target="shift", distill_replay=8))
 
 
 def test_value_leaf_teaches_the_networks_return_and_game_leaf_the_games():
@@ -672,6 +677,72 @@ class LeaningParamCritic(ParamCritic):
 
     def apply(self, params, obs):
         return jnp.array([0.0, -2.0]), params[obs.position]
+
+
+def test_the_shift_target_holds_the_searchs_improvement_over_the_policy():
+    """``--distill-target shift``: each label keeps, beside the improved policy, its logit
+    shift over the fitted network's policy (log target - log policy on the legal actions), so
+    that the shift added to the policy it was labelled under gives back the target exactly.
+    On the fork with a network that leans 2 logits to action 0 and a critic that values
+    position 2 at 0.8, the search moves weight to action 1: a positive shift there."""
+    env = TrainerEnv(Fork(), None)
+    config = TrainConfig(env="toy", num_envs=1, num_minibatches=1, training_reward="gain",
+                         distill_coef=1.0, distill_simulations=8, distill_leaf="value",
+                         recurrent_core="none", distill_target="shift",
+                         distill_raw_values=True)
+    runner = fork_runner(1).replace(params=jnp.array([0.0, 0.0, 0.8]))
+    targets = jax.jit(lambda: ppo.search_distillation_targets(
+        runner, config, env, LeaningParamCritic(), jax.random.PRNGKey(0)))()
+    target, shift = np.asarray(targets["target"][0]), np.asarray(targets["shift"][0])
+    log_policy = np.asarray(jax.nn.log_softmax(jnp.array([0.0, -2.0])))
+    np.testing.assert_allclose(shift, np.log(target) - log_policy, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(jax.nn.softmax(jnp.array([0.0, -2.0]) + shift)),
+                               target, rtol=1e-5, atol=1e-6)
+    assert shift[1] - shift[0] > 0.1
+
+
+def test_a_shift_target_pulls_by_its_shift_alone():
+    """The relative target's loss: with a zero shift it has no gradient, whatever the policy
+    and the label's improved policy (the label never pulls the policy back to where it was
+    labelled), where the absolute target of the same label pulls; a shift towards the action
+    the policy likes least raises that action's probability more than the update without the
+    term. By hand: logits (0, 0) and shift (ln 3, 0) make the target (3/4, 1/4), a
+    cross-entropy of ln 2 against the uniform policy."""
+    setup = rollout_setup(CONFIG)
+    env, network, runner = setup["env"], setup["network"], setup["runner"]
+    after, transitions, _, _, window_hidden, _ = setup["collect"](runner)
+    mask = env.action_mask(after.obs)
+    logits = ppo.apply_step(network, runner.params, None, after.obs, None)[1]
+    least_liked = jnp.argmin(jnp.where(mask, logits, jnp.inf), axis=-1)
+    # The absolute target (all on the least liked action) is what a "policy" label would pull
+    # towards; under "shift" only the shift counts.
+    labels = dict(obs=after.obs, mask=mask,
+                  target=jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32))
+    def largest_gradient(shift):
+        grads = jax.grad(lambda params: policy_loss(
+            network, params, after.obs, labels["target"], mask, target_shift=shift)[0])(
+                runner.params)
+        return max(float(jnp.max(jnp.abs(g))) for g in jax.tree.leaves(grads))
+    assert largest_gradient(jnp.zeros_like(logits)) < 1e-6  # rounding alone
+    assert largest_gradient(None) > 1e-2  # the absolute target's pull
+    shifted = CONFIG.replace(distill_coef=5.0, distill_target="shift")
+    off = zero_advantage_epochs(setup, transitions, window_hidden, CONFIG, None)
+    pulled = zero_advantage_epochs(setup, transitions, window_hidden, shifted, dict(
+        labels, shift=3.0 * jax.nn.one_hot(least_liked, mask.shape[-1], dtype=jnp.float32)))
+
+    def least_liked_log_prob(params):
+        after_logits = ppo.apply_step(network, params, None, after.obs, None)[1]
+        return np.asarray(log_prob_of(after_logits, mask, least_liked))
+    assert np.all(least_liked_log_prob(pulled[0]) > least_liked_log_prob(off[0]) + 0.05)
+
+    class Uniform:
+        def apply(self, params, obs):
+            return jnp.zeros((1, 2)), jnp.zeros(1)
+    loss, fit = policy_loss(Uniform(), None, None, jnp.zeros((1, 2)), jnp.ones((1, 2), bool),
+                            target_shift=jnp.array([[np.log(3.0), 0.0]]))
+    assert float(loss) == pytest.approx(np.log(2.0), rel=1e-6)
+    assert float(fit["target_entropy"]) == pytest.approx(
+        -(0.75 * np.log(0.75) + 0.25 * np.log(0.25)), rel=1e-6)
 
 
 def test_raw_values_let_the_teacher_overrule_only_for_a_real_difference():
