@@ -145,6 +145,10 @@ def test_search_pair_trains_both_arms_for_the_budget_and_compares_them(tmp_path)
         evaluation = json.loads((out / f"pair-{arm}.json").read_text())
         assert evaluation["checkpoint-greedy"]["episodes"] == 4
         assert list((out / f"pair-{arm}-trimmed").glob("checkpoint_*.msgpack"))
-    assert "distill" in (out / "train-taught.log").read_text()
+    # The taught arm fitted the teacher's labels, the other none.
+    for arm, taught in (("ppo", False), ("taught", True)):
+        records = [json.loads(line) for line in
+                   (out / "runs" / f"pair-{arm}" / "metrics.jsonl").read_text().splitlines()]
+        assert all((record["ppo/distill_labelled"] > 0) == taught for record in records)
     [greedy, sampled] = json.loads((out / "pair-compared.json").read_text())
     assert greedy["boards"] == 4 and greedy["a"] == "pair-ppo.json:checkpoint-greedy"
