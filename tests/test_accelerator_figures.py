@@ -149,6 +149,7 @@ def test_search_pair_trains_both_arms_for_the_budget_and_compares_them(tmp_path)
     for arm, taught in (("ppo", False), ("taught", True)):
         records = [json.loads(line) for line in
                    (out / "runs" / f"pair-{arm}" / "metrics.jsonl").read_text().splitlines()]
-        assert all((record["ppo/distill_labelled"] > 0) == taught for record in records)
+        assert records and all((record.get("ppo/distill_labelled", 0) > 0) == taught
+                               for record in records)
     [greedy, sampled] = json.loads((out / "pair-compared.json").read_text())
     assert greedy["boards"] == 4 and greedy["a"] == "pair-ppo.json:checkpoint-greedy"
