@@ -17,8 +17,9 @@ per-board ``games`` (``evaluation.game_outcomes``):
 Refused (``PairError``, one line): summaries without per-board games, of another length, or
 whose ``evaluation`` records name other boards (another env or seed: their board i is not the
 same game), and summaries played under other rules where those decide how a game is judged
-(R9's UNDO loop open in one and closed in the other; another time limit). Other env options
-(the discount, the acquire macro) belong to the policies being compared, and are listed.
+(the options of the env's own judgements, HackMatrix's R9 UNDO loop open in one and closed in
+the other; another time limit). Other env options (the discount, the acquire macro) belong to
+the policies being compared, and are listed.
 No JAX here.
 """
 
@@ -27,11 +28,19 @@ from __future__ import annotations
 import math
 from typing import Optional
 
+from envs.registry import judgements
 from purejaxrl.pooling import Z_95, PoolError, board_set, check_games
 
-# Env options that change how a game is judged: where they differ, the same board is not the
-# same game (the loop's wins are not honest ones; a game cut at the time limit ends sooner).
-JUDGING_OPTIONS = ("close_undo_exploit", "max_episode_steps")
+
+def judging_options(env_id) -> set[str]:
+    """The env options that change how a game is judged: the time limit (a game cut sooner
+    ends sooner) and the options of the env's own judgements (``JUDGEMENTS``: HackMatrix's R9
+    loop, whose wins are not honest ones). Where one differs, the same board is not the same
+    game."""
+    names = {"max_episode_steps"}
+    if env_id:
+        names |= {name for judgement in judgements(env_id) for name, _ in judgement.options}
+    return names
 
 
 class PairError(PoolError):
@@ -84,12 +93,13 @@ def check_pairable(a: tuple[str, dict], b: tuple[str, dict]) -> list[str]:
         notes.append(f"boards not checked (no evaluation record): {', '.join(unchecked)}")
     options_a = summary_a.get("env_options") or {}
     options_b = summary_b.get("env_options") or {}
-    for option in JUDGING_OPTIONS:
+    judging = judging_options((boards_a or boards_b or (None,))[0])
+    for option in sorted(judging):
         if option in options_a and option in options_b and options_a[option] != options_b[option]:
             raise PairError(f"{name_a} and {name_b} were judged under other rules ({option}: "
                             f"{options_a[option]!r} against {options_b[option]!r})")
     others = sorted(key for key in set(options_a) & set(options_b)
-                    if key not in JUDGING_OPTIONS and options_a[key] != options_b[key])
+                    if key not in judging and options_a[key] != options_b[key])
     if others:
         notes.append("the policies differ in env options " + ", ".join(
             f"{key} ({options_a[key]!r} / {options_b[key]!r})" for key in others))
