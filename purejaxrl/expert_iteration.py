@@ -68,8 +68,8 @@ def policy_loss(network, params, obs, target, mask, hidden=None,
     log_policy = jax.nn.log_softmax(masked_logits(logits, mask))
     log_policy = jnp.where(mask, log_policy, 0.0)  # 0 * -1e9 is 0, but keep it exact
     if target_shift is not None:
-        shifted = jax.lax.stop_gradient(logits) + jnp.where(mask, target_shift, 0.0)
-        target = jnp.where(mask, jax.nn.softmax(masked_logits(shifted, mask)), 0.0)
+        target = jax.nn.softmax(masked_logits(jax.lax.stop_gradient(logits) + target_shift,
+                                              mask))
     cross_entropy = -jnp.sum(target * log_policy, axis=-1)
     target_entropy = -jnp.sum(jnp.where(target > 0, target * jnp.log(target), 0.0), axis=-1)
     policy_entropy = -jnp.sum(jnp.exp(log_policy) * log_policy, axis=-1)

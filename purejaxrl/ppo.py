@@ -1094,11 +1094,8 @@ def overruling_targets(targets: dict, runner: RunnerState, config: TrainConfig,
     if config.distill_target == "policy":
         return dict(targets, target=target)
     if config.distill_target == "shift":
-        count, hidden = target.shape[0], targets.get("hidden")
-        _, logits, _ = apply_step(network, runner.params, hidden, targets["obs"],
-                                  None if hidden is None else jnp.zeros(count, jnp.bool_))
         mask = targets["mask"]
-        log_policy = jax.nn.log_softmax(masked_logits(logits, mask))
+        log_policy = jax.nn.log_softmax(labelled_logits(targets, runner.params, network))
         shift = jnp.where(mask, jnp.log(jnp.maximum(target, 1e-30)) - log_policy, 0.0)
         return dict(targets, target=target, shift=lax.stop_gradient(shift))
     move = jnp.argmax(target, axis=-1)
@@ -1110,12 +1107,18 @@ def weigh_overrules(targets: dict, params, network: ActorCritic) -> dict:
     """Move targets (one-hot) weighing only where the move is not the greedy move of the
     network ``params`` (read from each label's memory, for a recurrent one), times their own
     weight."""
+    greedy = jnp.argmax(labelled_logits(targets, params, network), axis=-1)
+    overrules = (jnp.argmax(targets["target"], axis=-1) != greedy).astype(jnp.float32)
+    return dict(targets, weight=overrules * targets.get("weight", 1.0))
+
+
+def labelled_logits(targets: dict, params, network: ActorCritic) -> jax.Array:
+    """The masked logits of the network ``params`` at each label's observation (a recurrent
+    one stepped once from the label's memory)."""
     count, hidden = targets["target"].shape[0], targets.get("hidden")
     _, logits, _ = apply_step(network, params, hidden, targets["obs"],
                               None if hidden is None else jnp.zeros(count, jnp.bool_))
-    greedy = jnp.argmax(masked_logits(logits, targets["mask"]), axis=-1)
-    overrules = (jnp.argmax(targets["target"], axis=-1) != greedy).astype(jnp.float32)
-    return dict(targets, weight=overrules * targets.get("weight", 1.0))
+    return masked_logits(logits, targets["mask"])
 
 
 def keep_labels(labels: label_replay.LabelReplay, fresh: dict, runner: RunnerState,

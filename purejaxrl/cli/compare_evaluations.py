@@ -69,7 +69,7 @@ def main(argv=None) -> int:
             raise PoolError("name a row on both inputs (A.json:ROW B.json:ROW) or on neither "
                             "(every row the two share)")
         if row_a is None:
-            pairs = [(row, row) for row in rows_a if row in results_b]
+            pairs = [(row, row) for row in rows_a if row in rows_b]
             if not pairs:
                 raise PoolError(f"{path_a} and {path_b} share no row; name one on each "
                                 "(A.json:ROW B.json:ROW)")
